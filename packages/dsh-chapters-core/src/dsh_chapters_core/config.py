@@ -1,0 +1,203 @@
+"""Every tunable with its documented default (§12). No other literal thresholds anywhere.
+
+Config files use the record's camelCase keys (`mergeThreshold`); code reads the snake_case
+attribute of `Config`. `SETTINGS` is the one table both come from: the fs adapter validates
+files against it (name, type, range), and `docs/configuration.md` is generated from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    key: str  # the camelCase key in config files
+    attr: str  # the Config attribute
+    default: Any
+    doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> type:
+        return type(self.default)
+
+    def allowed(self) -> str:
+        """The allowed range in words, for error messages."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if isinstance(self.default, bool):
+            return "true or false"
+        if self.minimum is not None or self.maximum is not None:
+            lo = "-inf" if self.minimum is None else f"{self.minimum:g}"
+            hi = "inf" if self.maximum is None else f"{self.maximum:g}"
+            return f"a {self.kind.__name__} in [{lo}, {hi}]"
+        if isinstance(self.default, tuple):
+            return "a list of strings"
+        return f"a {self.kind.__name__}"
+
+
+def _camel_to_snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _s(key: str, default: Any, doc: str, **kw: Any) -> Setting:
+    return Setting(key=key, attr=_camel_to_snake(key), default=default, doc=doc, **kw)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # identity and transport (§2, §3, amendment 2026-09-21)
+    _s("harnessId", "", "this machine's writer id; empty means the hostname"),
+    _s("projectKey", "", "overrides the §2.3 derivation (monorepo subfolders, many remotes)"),
+    _s("knowledgeRemote", "", "the pool: a local path, an https URL or treedx+<url>/<repo>"),
+    _s("knowledgeProvider", "auto", "transport policy; an explicit value must agree with the remote's scheme",
+       choices=("auto", "git", "treedx")),
+    # composition (§4)
+    _s("mergeThreshold", 0.3, "τ: weighted signature overlap at or above which a turn joins the open chapter",
+       minimum=0.0, maximum=1.0),
+    _s("chapterLimit", 8000, "estimated tokens after which a chapter is closed (forced split)",
+       minimum=100, maximum=1_000_000),
+    _s("overlapPathWeight", 3.0, "weight of a shared path in the overlap (§4.2: same file, same task)",
+       minimum=0.0, maximum=100.0),
+    _s("overlapCommandWeight", 2.0, "weight of a shared command family in the overlap", minimum=0.0, maximum=100.0),
+    _s("overlapTermWeight", 1.0, "weight of a shared term in the overlap", minimum=0.0, maximum=100.0),
+    _s("signatureTopTerms", 12, "how many terms a turn signature keeps (top-N by frequency)",
+       minimum=1, maximum=200),
+    _s("chapterTopics", 8, "how many topics a chapter's frontmatter lists", minimum=1, maximum=50),
+    _s("charsPerToken", 4, "the cross-machine token estimate: characters per token", minimum=1, maximum=16),
+    # rendering (§2.4, amendment 2026-09-21)
+    _s("toolResultDeferFloorTokens", 2000,
+       "tool results at or above this many estimated tokens move to a content-addressed artifact",
+       minimum=1, maximum=10_000_000),
+    _s("titleMaxChars", 80, "deterministic title length cap", minimum=10, maximum=400),
+    _s("summaryMaxChars", 240, "deterministic summary length cap", minimum=20, maximum=4000),
+    # redaction (§9)
+    _s("redactionPatterns", (), "extra regular expressions redacted like credentials (additive to built-ins)"),
+    # sync (§5)
+    _s("syncDebounceMs", 30000, "coalesce window for pushes after an archive", minimum=0, maximum=3_600_000),
+    _s("syncTimeoutMs", 20000, "hard timeout of one transport call", minimum=100, maximum=600_000),
+    _s("syncRebuildRetries", 3, "bounded retries of rebuild-and-push on divergence (§5.2)", minimum=0, maximum=20),
+    _s("sessionStartPullTimeoutMs", 3000, "a SessionStart hook's best-effort pull budget", minimum=0, maximum=60_000),
+    _s("hookTimeoutMs", 20000, "a hook's whole time budget; past it the hook exits and the agent goes on",
+       minimum=100, maximum=600_000),
+    _s("lockStaleSeconds", 600, "a writer-lock holder older than this whose pid is gone is stale",
+       minimum=1, maximum=86_400),
+    # search and index (§8, §10)
+    _s("searchDefaultMaxTokens", 400, "default pack size of a search answer", minimum=16, maximum=1_000_000),
+    _s("rulesCoreBonus", 0.15, "query-time rank bonus of rules that are core on this machine", minimum=0.0,
+       maximum=10.0),
+    _s("artifactReadDefaultLines", 200, "lines an artifact or chapter read returns by default",
+       minimum=1, maximum=100_000),
+    _s("artifactReadMaxLines", 400, "hard cap on lines of one artifact or chapter read", minimum=1, maximum=100_000),
+    _s("vocabApply", False, "false = shadow: vocabulary candidates are reported, nothing is written"),
+    _s("vocabCoMin", 3, "co-occurrences before two labels are a merge candidate", minimum=1, maximum=10_000),
+    _s("vocabOverlapMin", 0.5, "token-overlap Jaccard before two labels are a merge candidate",
+       minimum=0.0, maximum=1.0),
+    # rules and notice (§7)
+    _s("coreRulesBudgetTokens", 1200, "cap on the notice's core-rules block; overflow refuses with numbers",
+       minimum=0, maximum=1_000_000),
+    _s("noticeChapterLimit", 12, "chapters of this session the notice lists (keeps it O(1))", minimum=0,
+       maximum=1000),
+    # enrichment (§6)
+    _s("enrichmentEnabled", True, "kill switch: false makes enrichment a pure no-op"),
+    _s("enrichmentModel", "", "provider/model route; empty means no model is configured"),
+    _s("enrichmentBaseUrl", "", "OpenAI-compatible base URL of the model door"),
+    _s("enrichmentTrigger", "both", "when the queue drains", choices=("both", "afterPush", "idle", "manual")),
+    _s("enrichmentIdleMs", 60000, "idle debounce before a batch", minimum=0, maximum=86_400_000),
+    _s("enrichmentBatchCap", 5, "chapters per batch", minimum=1, maximum=1000),
+    _s("enrichmentSliceChars", 1200, "cap on each message of the enrichment slice", minimum=100, maximum=100_000),
+    _s("enrichmentBodyTokens", 200, "tokens of body the slice carries for grounding", minimum=0, maximum=10_000),
+    _s("enrichmentMaxTokens", 300, "max_tokens of the one structured call", minimum=16, maximum=8000),
+    _s("enrichmentTimeoutMs", 30000, "hard timeout of a model call", minimum=100, maximum=600_000),
+    # TreeDX (amendment 2026-09-21, provider.md)
+    _s("treedxFetchTimeoutMs", 15000, "timeout of one TreeDX request", minimum=100, maximum=600_000),
+    _s("treedxWorkspaceTtlSeconds", 900, "writable lease TTL", minimum=10, maximum=86_400),
+    _s("treedxLeaseRetries", 3, "retries of a 409 lease conflict", minimum=0, maximum=50),
+    _s("treedxLeaseRetryDelayMs", 1000, "delay between lease retries", minimum=0, maximum=600_000),
+    _s("treedxPageSize", 500, "entries per paths/list page", minimum=1, maximum=500),
+    _s("treedxReadBatch", 50, "paths per batched files/read", minimum=1, maximum=500),
+)
+
+SETTINGS_BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    harness_id: str = ""
+    project_key: str = ""
+    knowledge_remote: str = ""
+    knowledge_provider: str = "auto"
+    merge_threshold: float = 0.3
+    chapter_limit: int = 8000
+    overlap_path_weight: float = 3.0
+    overlap_command_weight: float = 2.0
+    overlap_term_weight: float = 1.0
+    signature_top_terms: int = 12
+    chapter_topics: int = 8
+    chars_per_token: int = 4
+    tool_result_defer_floor_tokens: int = 2000
+    title_max_chars: int = 80
+    summary_max_chars: int = 240
+    redaction_patterns: tuple[str, ...] = field(default=())
+    sync_debounce_ms: int = 30000
+    sync_timeout_ms: int = 20000
+    sync_rebuild_retries: int = 3
+    session_start_pull_timeout_ms: int = 3000
+    hook_timeout_ms: int = 20000
+    lock_stale_seconds: int = 600
+    search_default_max_tokens: int = 400
+    rules_core_bonus: float = 0.15
+    artifact_read_default_lines: int = 200
+    artifact_read_max_lines: int = 400
+    vocab_apply: bool = False
+    vocab_co_min: int = 3
+    vocab_overlap_min: float = 0.5
+    core_rules_budget_tokens: int = 1200
+    notice_chapter_limit: int = 12
+    enrichment_enabled: bool = True
+    enrichment_model: str = ""
+    enrichment_base_url: str = ""
+    enrichment_trigger: str = "both"
+    enrichment_idle_ms: int = 60000
+    enrichment_batch_cap: int = 5
+    enrichment_slice_chars: int = 1200
+    enrichment_body_tokens: int = 200
+    enrichment_max_tokens: int = 300
+    enrichment_timeout_ms: int = 30000
+    treedx_fetch_timeout_ms: int = 15000
+    treedx_workspace_ttl_seconds: int = 900
+    treedx_lease_retries: int = 3
+    treedx_lease_retry_delay_ms: int = 1000
+    treedx_page_size: int = 500
+    treedx_read_batch: int = 50
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)
+
+    def estimate_tokens(self, text: str) -> int:
+        """The cross-machine heuristic (§4.1): fine for budgets, never shown as a count."""
+        return (len(text) + self.chars_per_token - 1) // self.chars_per_token
+
+
+DEFAULTS = Config()
+
+
+def _check_table() -> None:
+    # The table and the dataclass must agree, or a key would be silently ignored.
+    attrs = {f.name: f.default for f in dataclasses.fields(Config)}
+    for s in SETTINGS:
+        if s.attr not in attrs:
+            raise AssertionError(f"setting {s.key} has no Config attribute {s.attr}")
+        if attrs[s.attr] != s.default:
+            raise AssertionError(f"setting {s.key}: default {s.default!r} != Config {attrs[s.attr]!r}")
+    if len(attrs) != len(SETTINGS):
+        raise AssertionError("Config has attributes that SETTINGS does not document")
+
+
+_check_table()

@@ -1,0 +1,94 @@
+"""Layer 1 of the index (§10.1): per-machine, append-only curation facts.
+
+One JSON object per line of `edits/<harnessId>/curation.jsonl`; one writer per file, ever
+(§3.3). Malformed lines are skipped and counted, never fatal. Rule approval is a fact here too
+(amendment 2026-09-20), so approving never rewrites another machine's bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class FactType(enum.StrEnum):
+    TOPIC_ALIAS = "topic-alias"  # {from, to}: merge or rename a topic
+    TOPIC_PIN = "topic-pin"  # {topic, path}: pin a document under a topic
+    TOPIC_WEIGHT = "topic-weight"  # {topic, weight}
+    GROUP = "group"  # {chapters: [...], label}
+    NOTE = "note"  # {path, text}
+    RULE_STATUS = "rule-status"  # {rule: "<harnessId>/<NNN>", status: "core" | "proposed"}
+
+
+@dataclass(frozen=True, slots=True)
+class CurationFact:
+    type: FactType
+    fields: tuple[tuple[str, Any], ...]  # the type's own keys, sorted; values are JSON values
+    author: str = "user"  # "user" | "plugin"
+    at: str = ""
+    harness_id: str = ""  # whose edits file it came from (not serialized: it is the file's name)
+    line: int = 0  # 1-based line in that file (not serialized)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        for k, v in self.fields:
+            if k == key:
+                return v
+        return default
+
+    def to_line(self) -> str:
+        """Deterministic JSON: the same fact gives the same bytes on every machine."""
+        data: dict[str, Any] = {"type": str(self.type), **dict(self.fields), "author": self.author}
+        if self.at:
+            data["at"] = self.at
+        return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def make_fact(type_: FactType, *, author: str = "user", at: str = "", **fields: Any) -> CurationFact:
+    return CurationFact(type=type_, fields=tuple(sorted(fields.items())), author=author, at=at)
+
+
+@dataclass(frozen=True, slots=True)
+class FactLog:
+    """Facts read from one or more edits files, with the malformed lines counted."""
+
+    facts: tuple[CurationFact, ...]
+    malformed: int = 0
+    malformed_lines: tuple[tuple[str, int], ...] = ()  # (harness id, line number)
+
+
+_RESERVED = {"type", "author", "at"}
+
+
+def parse_facts(harness_id: str, text: str) -> FactLog:
+    facts: list[CurationFact] = []
+    bad: list[tuple[str, int]] = []
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+            if not isinstance(obj, dict):
+                raise ValueError("not an object")
+            kind = FactType(obj.get("type"))
+        except (ValueError, TypeError):
+            bad.append((harness_id, n))
+            continue
+        fields = tuple(sorted((k, v) for k, v in obj.items() if k not in _RESERVED))
+        facts.append(CurationFact(type=kind, fields=fields, author=str(obj.get("author", "user")),
+                                  at=str(obj.get("at", "")), harness_id=harness_id, line=n))
+    return FactLog(facts=tuple(facts), malformed=len(bad), malformed_lines=tuple(bad))
+
+
+def merge_logs(logs: Mapping[str, str] | Iterable[tuple[str, str]]) -> FactLog:
+    """Parse every machine's edits file; order is by harness id, then line (deterministic)."""
+    items = sorted(logs.items() if isinstance(logs, Mapping) else logs)
+    facts: list[CurationFact] = []
+    bad: list[tuple[str, int]] = []
+    for harness_id, text in items:
+        log = parse_facts(harness_id, text)
+        facts.extend(log.facts)
+        bad.extend(log.malformed_lines)
+    return FactLog(facts=tuple(facts), malformed=len(bad), malformed_lines=tuple(bad))

@@ -1,0 +1,157 @@
+"""The harness-neutral event model every binding converts into.
+
+A binding (DSH log, Claude Code, Codex) owns the quirks of its format; the core sees only these
+frozen records. `seq` is the binding's monotonic position of the event in its source, so that a
+chapter can cite the exact span it covers (`seqRange`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TypeAlias
+
+
+class InjectionKind(enum.StrEnum):
+    """Host-injected context (amendment 2026-09-21): re-derivable state, never conversation."""
+
+    INSTRUCTIONS = "instructions"
+    SKILL_CATALOG = "skill-catalog"
+    RUNTIME_CONTEXT = "runtime-context"
+    PLUGIN_NOTICE = "plugin-notice"
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    seq: int
+    text: str
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    seq: int
+    text: str
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    seq: int
+    text: str
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    seq: int
+    call_id: str
+    name: str
+    arguments: str  # the call's arguments as the harness recorded them (usually JSON text)
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    seq: int
+    call_id: str
+    text: str
+    is_error: bool = False
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    seq: int
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    seq: int
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HostInjection:
+    seq: int
+    kind: InjectionKind
+    text: str
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionMarker:
+    seq: int
+    text: str = ""
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRun:
+    """A host command and its output (§7.2): never conversation, never chapter content."""
+
+    seq: int
+    command: str
+    output: str = ""
+    time: str = ""
+
+
+Event: TypeAlias = (
+    UserMessage
+    | AssistantMessage
+    | Reasoning
+    | ToolCall
+    | ToolResult
+    | TurnStart
+    | TurnEnd
+    | HostInjection
+    | CompactionMarker
+    | CommandRun
+)
+
+
+class LineClass(enum.StrEnum):
+    """What became of one input line. Every line is accounted for (issue: a peer lost sessions)."""
+
+    IMPORTED = "imported"
+    SKIPPED = "skipped"  # skipped by a named rule, see LineAccount.skip_rules
+    UNKNOWN = "unknown"
+    MALFORMED = "malformed"
+
+
+@dataclass(frozen=True, slots=True)
+class LineAccount:
+    """The per-class count of a transcript's lines, with the named skip rules and bad lines."""
+
+    imported: int = 0
+    skipped: int = 0
+    unknown: int = 0
+    malformed: int = 0
+    truncated_tail: bool = False  # a live session's partial last line stopped the read
+    replaced_bytes: int = 0  # non-UTF-8 bytes turned into U+FFFD
+    skip_rules: tuple[tuple[str, int], ...] = ()  # (rule name, count), sorted by name
+    unknown_types: tuple[tuple[str, int], ...] = ()  # (record type, count), sorted by name
+    malformed_lines: tuple[int, ...] = ()  # 1-based line numbers
+
+    @property
+    def total(self) -> int:
+        return self.imported + self.skipped + self.unknown + self.malformed
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """One session as a binding read it: events in order, plus the line accounting."""
+
+    session_id: str
+    harness: str  # binding name: "dsh" | "claude-code" | "codex" | a plugin's
+    events: tuple[Event, ...]
+    account: LineAccount
+    root_session_id: str = ""  # the session a fork or continuation descends from; "" = itself
+    cwd: str = ""
+    source_path: str = ""
+    started_at: str = ""
+
+    @property
+    def root_id(self) -> str:
+        return self.root_session_id or self.session_id

@@ -1,0 +1,31 @@
+"""Ports: `typing.Protocol`s that adapters satisfy structurally (they never subclass them)."""
+
+from dsh_chapters_core.ports.clock import Clock
+from dsh_chapters_core.ports.harness import HarnessReader
+from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, LockState, WriterLock
+from dsh_chapters_core.ports.transport import (
+    KnowledgeProvider,
+    MirrorState,
+    ProviderContext,
+    ProviderFactory,
+    PullResult,
+    PushResult,
+    StageResult,
+)
+
+__all__ = [
+    "ChapterStore",
+    "Clock",
+    "CredentialStore",
+    "FileTree",
+    "HarnessReader",
+    "KnowledgeProvider",
+    "LockState",
+    "MirrorState",
+    "ProviderContext",
+    "ProviderFactory",
+    "PullResult",
+    "PushResult",
+    "StageResult",
+    "WriterLock",
+]

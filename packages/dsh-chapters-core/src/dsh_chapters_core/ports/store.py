@@ -1,0 +1,87 @@
+"""The store side: the workspace's `.dsh-chapters/` (§3.1: the store is the truth)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from dsh_chapters_core.documents import Document
+
+
+@dataclass(frozen=True, slots=True)
+class LockState:
+    held: bool
+    pid: int = 0
+    age_seconds: float = 0.0
+    stale: bool = False
+    path: str = ""
+
+
+class WriterLock(Protocol):
+    """One per-workspace writer lock (§5.2), shared by archive and sync.
+
+    A pull never lands mid-write and a push never ships a half-written store.
+    """
+
+    def hold(self, timeout_s: float) -> AbstractContextManager[None]: ...
+
+    def state(self) -> LockState: ...
+
+
+class CredentialStore(Protocol):
+    """Tokens under `<DSH_HOME>/dsh-chapters/credentials/<name>`, mode 0600, never echoed."""
+
+    def read(self, name: str) -> str | None: ...
+
+    def write(self, name: str, secret: str) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
+class FileTree(Protocol):
+    """A directory seen as relative, forward-slash paths: the store, or a provider's mirror.
+
+    `write` is atomic (temp file, fsync, rename). `digest` is the sha256 hex of the bytes.
+    """
+
+    root: str
+
+    def list(self, prefix: str = "") -> Iterator[str]: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def read(self, path: str) -> bytes: ...
+
+    def digest(self, path: str) -> str: ...
+
+    def write(self, path: str, data: bytes) -> None: ...
+
+
+class ChapterStore(Protocol):
+    """The append-only archive (§1 invariant 3). Every method that writes runs under the lock.
+
+    Chapter numbers are reserved and never reused; a chapter file is never rewritten (the one
+    sanctioned mutation, the enrichment frontmatter write, goes through `rewrite_frontmatter`).
+    """
+
+    root: str  # absolute path of `.dsh-chapters/`
+
+    def watermark(self, session_id: str) -> int: ...
+
+    def set_watermark(self, session_id: str, seq: int) -> None: ...
+
+    def reserve_chapter_number(self, root_session_id: str) -> int: ...
+
+    def write_chapter(self, root_session_id: str, number: int, slug: str, text: str) -> str: ...
+
+    def write_artifact(self, sha256: str, text: str) -> str: ...
+
+    def append_signatures(self, root_session_id: str, lines: tuple[str, ...]) -> None: ...
+
+    def documents(self) -> Iterator[Document]: ...
+
+    def read_text(self, path: str) -> str: ...
+
+    def session_meta(self) -> Mapping[str, Mapping[str, str]]: ...

@@ -1,0 +1,103 @@
+"""The transport seam (amendment 2026-09-21): git is one provider, TreeDX another.
+
+Providers materialize a mirror directory (`.dsh-knowledge/`) and move it to and from the pool.
+The core's sync use case decides *what* to publish (copy-out) and what to bring in (copy-in);
+providers only know files. Failures are `TransportError` with a `FailureCode`, never prose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from dsh_chapters_core.config import Config
+from dsh_chapters_core.ports.store import CredentialStore
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorState:
+    """What `open()` found or did: `cloned` on a first materialization, `moved_aside` if stale."""
+
+    root: str
+    head: str = ""  # the pool head the mirror was last synced to ("" for an empty pool)
+    cloned: bool = False
+    created_pool: bool = False  # a local-path pool was created by this open
+    moved_aside: str = ""  # path of a `.stale-<timestamp>` mirror, if one was moved aside
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    head_before: str
+    head_after: str
+    changed_paths: tuple[str, ...] = ()
+    requests: int = 0  # network round trips, for request-count tests (0 where not counted)
+
+
+@dataclass(frozen=True, slots=True)
+class StageResult:
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    refused: tuple[tuple[str, int], ...] = ()  # (path, size) the transport cannot carry
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    head: str
+    pushed: bool  # false when there was nothing to push
+
+
+class KnowledgeProvider(Protocol):
+    """Six verbs. Every call has a hard timeout and can never prompt on a TTY.
+
+    - `open` materializes or opens the mirror (clone if absent; a dirty or corrupt mirror is
+      moved aside as `.stale-<timestamp>` and rebuilt).
+    - `pull` is fast-forward only; `TransportError(DIVERGED)` if it cannot be.
+    - `stage` writes files into the mirror (pool-relative paths), reporting new/changed.
+    - `commit` records staged files authored by the harness id; None if nothing changed.
+    - `push` is fast-forward only; `TransportError(DIVERGED)` when the pool moved.
+    - `rebuild` removes the mirror and materializes it fresh (§5.2: rebuild, never merge).
+    """
+
+    name: str
+    mirror_root: str
+
+    def open(self) -> MirrorState: ...
+
+    def pull(self) -> PullResult: ...
+
+    def stage(self, files: Mapping[str, bytes]) -> StageResult: ...
+
+    def commit(self, message: str, author: str) -> str | None: ...
+
+    def push(self) -> PushResult: ...
+
+    def rebuild(self) -> MirrorState: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderContext:
+    """Everything a provider factory may use. The token is read through `credentials` only."""
+
+    remote: str
+    workspace: str
+    mirror_root: str
+    project_key: str
+    harness_id: str
+    config: Config
+    credentials: CredentialStore
+    credential_name: str  # the key under which this pool's token is stored
+
+
+@runtime_checkable
+class ProviderFactory(Protocol):
+    """What a `dsh_chapters.providers` entry point returns (plugin-facing, so runtime-checked)."""
+
+    name: str
+
+    def matches(self, remote: str) -> bool: ...
+
+    def create(self, context: ProviderContext) -> KnowledgeProvider: ...

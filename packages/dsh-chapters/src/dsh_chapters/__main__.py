@@ -1,0 +1,5 @@
+import sys
+
+from dsh_chapters.cli import main
+
+sys.exit(main())

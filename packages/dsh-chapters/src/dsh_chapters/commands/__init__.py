@@ -1,0 +1,1 @@
+"""Command families of the `chapters` CLI; each exposes `register(subparsers, common)`."""

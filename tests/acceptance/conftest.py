@@ -1,0 +1,4 @@
+"""Shared acceptance steps. Step modules live beside this file as `steps_<area>.py` and are
+star-imported here, never from one test module into another (pytest-bdd #542, #630)."""
+
+from tests.acceptance.steps_common import *  # noqa: F403
