@@ -2,3 +2,6 @@
 star-imported here, never from one test module into another (pytest-bdd #542, #630)."""
 
 from tests.acceptance.steps_common import *  # noqa: F403
+from tests.acceptance.steps_pool import *  # noqa: F403
+from tests.acceptance.steps_rules import *  # noqa: F403
+from tests.acceptance.steps_treedx import *  # noqa: F403

@@ -35,12 +35,18 @@ class Setting:
         if isinstance(self.default, bool):
             return "true or false"
         if self.minimum is not None or self.maximum is not None:
-            lo = "-inf" if self.minimum is None else f"{self.minimum:g}"
-            hi = "inf" if self.maximum is None else f"{self.maximum:g}"
-            return f"a {self.kind.__name__} in [{lo}, {hi}]"
+            lo = "-inf" if self.minimum is None else _bound(self.minimum)
+            hi = "inf" if self.maximum is None else _bound(self.maximum)
+            kind = "an integer" if self.kind is int else "a number"
+            return f"{kind} in [{lo}, {hi}]"
         if isinstance(self.default, tuple):
             return "a list of strings"
         return f"a {self.kind.__name__}"
+
+
+def _bound(value: float) -> str:
+    """`1000000`, not `1e+06`: ranges are read by people fixing a config file."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def _camel_to_snake(key: str) -> str:
@@ -70,6 +76,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("signatureTopTerms", 12, "how many terms a turn signature keeps (top-N by frequency)",
        minimum=1, maximum=200),
     _s("chapterTopics", 8, "how many topics a chapter's frontmatter lists", minimum=1, maximum=50),
+    _s("signatureMaxPaths", 24, "how many paths a turn signature keeps, in order of first touch",
+       minimum=1, maximum=1000),
+    _s("signatureMaxCommands", 12, "how many normalized commands a turn signature keeps", minimum=1,
+       maximum=1000),
+    _s("termMinChars", 3, "shortest word that can be a signature term", minimum=1, maximum=32),
     _s("charsPerToken", 4, "the cross-machine token estimate: characters per token", minimum=1, maximum=16),
     # rendering (§2.4, amendment 2026-09-21)
     _s("toolResultDeferFloorTokens", 2000,
@@ -77,21 +88,39 @@ SETTINGS: tuple[Setting, ...] = (
        minimum=1, maximum=10_000_000),
     _s("titleMaxChars", 80, "deterministic title length cap", minimum=10, maximum=400),
     _s("summaryMaxChars", 240, "deterministic summary length cap", minimum=20, maximum=4000),
+    _s("slugMaxChars", 48, "cap on a chapter file's slug (ascii, lowercase, hyphens)", minimum=8, maximum=200),
     # redaction (§9)
     _s("redactionPatterns", (), "extra regular expressions redacted like credentials (additive to built-ins)"),
     # sync (§5)
     _s("syncDebounceMs", 30000, "coalesce window for pushes after an archive", minimum=0, maximum=3_600_000),
     _s("syncTimeoutMs", 20000, "hard timeout of one transport call", minimum=100, maximum=600_000),
     _s("syncRebuildRetries", 3, "bounded retries of rebuild-and-push on divergence (§5.2)", minimum=0, maximum=20),
+    _s("gitUnpackLimit", 100,
+       "git pool: a transfer of fewer objects is stored loose, more as one pack (git's receive.unpackLimit)",
+       minimum=1, maximum=1_000_000),
     _s("sessionStartPullTimeoutMs", 3000, "a SessionStart hook's best-effort pull budget", minimum=0, maximum=60_000),
     _s("hookTimeoutMs", 20000, "a hook's whole time budget; past it the hook exits and the agent goes on",
        minimum=100, maximum=600_000),
+    _s("lockTimeoutMs", 10000,
+       "how long an archive or sync waits for the writer lock before it refuses",
+       minimum=0, maximum=600_000),
     _s("lockStaleSeconds", 600, "a writer-lock holder older than this whose pid is gone is stale",
        minimum=1, maximum=86_400),
     # search and index (§8, §10)
     _s("searchDefaultMaxTokens", 400, "default pack size of a search answer", minimum=16, maximum=1_000_000),
     _s("rulesCoreBonus", 0.15, "query-time rank bonus of rules that are core on this machine", minimum=0.0,
        maximum=10.0),
+    _s("searchTopicWeight", 2.0, "score of each query term that hits a topic (§8: topic hits x2)",
+       minimum=0.0, maximum=100.0),
+    _s("searchTitleWeight", 1.0, "score of each query term that hits the title", minimum=0.0, maximum=100.0),
+    _s("searchSummaryWeight", 1.0, "score of each query term that hits the summary (a rule's body)",
+       minimum=0.0, maximum=100.0),
+    _s("searchCategoryBonus", 1.5, "score added once when a query term hits a rule's category",
+       minimum=0.0, maximum=100.0),
+    _s("searchRecencyHalfLifeDays", 30.0, "half-life of the reported recency decay; recency only breaks ties",
+       minimum=0.001, maximum=100_000.0),
+    _s("vocabMinLabelChars", 3, "shortest topic label the prefix alias pattern may merge (§6.3)",
+       minimum=1, maximum=64),
     _s("artifactReadDefaultLines", 200, "lines an artifact or chapter read returns by default",
        minimum=1, maximum=100_000),
     _s("artifactReadMaxLines", 400, "hard cap on lines of one artifact or chapter read", minimum=1, maximum=100_000),
@@ -102,6 +131,8 @@ SETTINGS: tuple[Setting, ...] = (
     # rules and notice (§7)
     _s("coreRulesBudgetTokens", 1200, "cap on the notice's core-rules block; overflow refuses with numbers",
        minimum=0, maximum=1_000_000),
+    _s("ruleEssenceTerms", 6, "words of a rule category's one-line essence in the notice's index",
+       minimum=1, maximum=50),
     _s("noticeChapterLimit", 12, "chapters of this session the notice lists (keeps it O(1))", minimum=0,
        maximum=1000),
     # enrichment (§6)
@@ -115,6 +146,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("enrichmentBodyTokens", 200, "tokens of body the slice carries for grounding", minimum=0, maximum=10_000),
     _s("enrichmentMaxTokens", 300, "max_tokens of the one structured call", minimum=16, maximum=8000),
     _s("enrichmentTimeoutMs", 30000, "hard timeout of a model call", minimum=100, maximum=600_000),
+    _s("enrichmentMaxTopics", 10, "most topics one enrichment answer may propose (§6.1: up to 10)",
+       minimum=1, maximum=50),
     # TreeDX (amendment 2026-09-21, provider.md)
     _s("treedxFetchTimeoutMs", 15000, "timeout of one TreeDX request", minimum=100, maximum=600_000),
     _s("treedxWorkspaceTtlSeconds", 900, "writable lease TTL", minimum=10, maximum=86_400),
@@ -140,25 +173,38 @@ class Config:
     overlap_term_weight: float = 1.0
     signature_top_terms: int = 12
     chapter_topics: int = 8
+    signature_max_paths: int = 24
+    signature_max_commands: int = 12
+    term_min_chars: int = 3
     chars_per_token: int = 4
     tool_result_defer_floor_tokens: int = 2000
     title_max_chars: int = 80
     summary_max_chars: int = 240
+    slug_max_chars: int = 48
     redaction_patterns: tuple[str, ...] = field(default=())
     sync_debounce_ms: int = 30000
     sync_timeout_ms: int = 20000
     sync_rebuild_retries: int = 3
+    git_unpack_limit: int = 100
     session_start_pull_timeout_ms: int = 3000
     hook_timeout_ms: int = 20000
+    lock_timeout_ms: int = 10000
     lock_stale_seconds: int = 600
     search_default_max_tokens: int = 400
     rules_core_bonus: float = 0.15
+    search_topic_weight: float = 2.0
+    search_title_weight: float = 1.0
+    search_summary_weight: float = 1.0
+    search_category_bonus: float = 1.5
+    search_recency_half_life_days: float = 30.0
+    vocab_min_label_chars: int = 3
     artifact_read_default_lines: int = 200
     artifact_read_max_lines: int = 400
     vocab_apply: bool = False
     vocab_co_min: int = 3
     vocab_overlap_min: float = 0.5
     core_rules_budget_tokens: int = 1200
+    rule_essence_terms: int = 6
     notice_chapter_limit: int = 12
     enrichment_enabled: bool = True
     enrichment_model: str = ""
@@ -170,6 +216,7 @@ class Config:
     enrichment_body_tokens: int = 200
     enrichment_max_tokens: int = 300
     enrichment_timeout_ms: int = 30000
+    enrichment_max_topics: int = 10
     treedx_fetch_timeout_ms: int = 15000
     treedx_workspace_ttl_seconds: int = 900
     treedx_lease_retries: int = 3

@@ -72,7 +72,7 @@ def parse_facts(harness_id: str, text: str) -> FactLog:
             obj = json.loads(raw)
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
-            kind = FactType(obj.get("type"))
+            kind = FactType(str(obj.get("type", "")))
         except (ValueError, TypeError):
             bad.append((harness_id, n))
             continue

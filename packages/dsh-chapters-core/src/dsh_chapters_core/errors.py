@@ -58,3 +58,8 @@ class InputError(ChaptersError):
 
 class RefusalError(ChaptersError):
     """§1 invariant 2: refuse with numbers, never truncate."""
+
+
+class BodyChangedError(RefusalError):
+    """§1 invariant 3: the enrichment frontmatter write found another body than the one it
+    labelled (or than the frontmatter's `sha256`), so it refuses instead of writing."""

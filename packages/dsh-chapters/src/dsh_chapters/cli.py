@@ -24,6 +24,12 @@ from dsh_chapters.__about__ import __version__
 # One module per command family; order is the order of `chapters --help`.
 COMMAND_FAMILIES: tuple[str, ...] = (
     "identity",  # key, redact
+    "archive",  # archive, import, list, show, status
+    "rules",  # rule add|list|approve|revoke, notice
+    "search",  # search, index, topic merge, artifact
+    "pool",  # link, sync, demo (and `list --pool`)
+    "enrich",  # enrich run|report|model
+    "agents",  # mcp, hook, install, uninstall
 )
 
 

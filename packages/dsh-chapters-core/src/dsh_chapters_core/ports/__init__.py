@@ -2,7 +2,15 @@
 
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.harness import HarnessReader
-from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, LockState, WriterLock
+from dsh_chapters_core.ports.model import DrainLock, ModelDoor
+from dsh_chapters_core.ports.rules import DocumentShelf
+from dsh_chapters_core.ports.store import (
+    ChapterStore,
+    CredentialStore,
+    FileTree,
+    LockState,
+    WriterLock,
+)
 from dsh_chapters_core.ports.transport import (
     KnowledgeProvider,
     MirrorState,
@@ -17,10 +25,13 @@ __all__ = [
     "ChapterStore",
     "Clock",
     "CredentialStore",
+    "DocumentShelf",
+    "DrainLock",
     "FileTree",
     "HarnessReader",
     "KnowledgeProvider",
     "LockState",
+    "ModelDoor",
     "MirrorState",
     "ProviderContext",
     "ProviderFactory",

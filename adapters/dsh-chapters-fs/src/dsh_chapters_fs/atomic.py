@@ -1,0 +1,162 @@
+"""Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory.
+
+§1 invariant 3: a reader (or a crash) never sees half a chapter. A temp file is named
+`.<name>.<pid>-<random>.tmp`, so every listing of the store skips it by name, and a writer that
+holds the lock may sweep the ones a killed writer left behind.
+
+Test hook (not a user setting): with `DSH_CHAPTERS_FS_TRACE_WRITES=1` every write prints
+`fs-write temp <n> <path>` after the temp file is synced and `fs-write done <n> <path>` after the
+rename (n counts the writes of the process), to stderr. `DSH_CHAPTERS_FS_WRITE_PAUSE_MS=<ms>`
+sleeps at those points; with `DSH_CHAPTERS_FS_WRITE_PAUSE_AT=<stage>:<n>` only at that one. The
+crash-safety tests SIGKILL a real archive while it sleeps there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+
+TEMP_SUFFIX = ".tmp"
+TRACE_ENV = "DSH_CHAPTERS_FS_TRACE_WRITES"
+PAUSE_ENV = "DSH_CHAPTERS_FS_WRITE_PAUSE_MS"
+PAUSE_AT_ENV = "DSH_CHAPTERS_FS_WRITE_PAUSE_AT"
+
+
+def is_temp_name(name: str) -> bool:
+    """True for a temp file this module creates (never a chapter, never an artifact)."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+_write_numbers = itertools.count(1)
+
+
+def _trace(stage: str, number: int, path: Path) -> None:
+    if os.environ.get(TRACE_ENV) == "1":
+        sys.stderr.write(f"fs-write {stage} {number} {path}\n")
+        sys.stderr.flush()
+    pause = os.environ.get(PAUSE_ENV, "")
+    if not pause.isdigit() or int(pause) <= 0:
+        return
+    at = os.environ.get(PAUSE_AT_ENV, "")
+    if not at or at == f"{stage}:{number}":
+        time.sleep(int(pause) / 1000)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename durable: the directory entry itself must reach the disk."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(directory: Path, mode: int = 0o755) -> None:
+    """Create `directory` and its parents, syncing each new entry into its parent."""
+    missing: list[Path] = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for new in reversed(missing):
+        try:
+            new.mkdir(mode=mode)
+        except FileExistsError:
+            continue
+        fsync_dir(new.parent)
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool = False) -> None:
+    """Write `data` to `path` atomically. With `exclusive`, refuse to replace an existing file.
+
+    `exclusive` uses `os.link` (fails if the target exists) instead of `os.replace`, so two
+    writers can never both think they created the same chapter.
+    """
+    number = next(_write_numbers)
+    make_dirs(path.parent)
+    tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode)  # O_CREAT's mode is filtered by the umask; the caller's mode is meant
+        _trace("temp", number, path)
+        if exclusive:
+            _link_exclusive(tmp, path)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+    _trace("done", number, path)
+
+
+def _link_exclusive(tmp: Path, path: Path) -> None:
+    try:
+        os.link(tmp, path)  # raises FileExistsError: a chapter is never overwritten
+    except FileExistsError:
+        raise
+    except OSError:
+        # A filesystem without hard links: the writer lock already serializes writers, so a
+        # check-then-rename is safe here.
+        if path.exists():
+            raise FileExistsError(str(path)) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
+def _writer_pid(name: str) -> int:
+    """The pid a temp name carries (`.<name>.<pid>-<random>.tmp`), 0 if it carries none."""
+    stem = name[: -len(TEMP_SUFFIX)]
+    pid = stem.rsplit(".", 1)[-1].split("-", 1)[0]
+    return int(pid) if pid.isdigit() else 0
+
+
+def pid_alive(pid: int) -> bool:
+    """True if a process with this pid runs on this machine (ours to see or not)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_temp_files(directory: Path) -> int:
+    """Remove the temp files killed writers left under `directory`; returns how many.
+
+    A temp file whose writer is still alive (or this process) is never touched, so a writer
+    that does not hold the lock cannot lose its file mid-write.
+    """
+    removed = 0
+    if not directory.is_dir():
+        return 0
+    me = os.getpid()
+    for dirpath, _dirnames, filenames in os.walk(directory):
+        for name in filenames:
+            if not is_temp_name(name):
+                continue
+            pid = _writer_pid(name)
+            if pid == me or pid_alive(pid):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(dirpath, name))
+                removed += 1
+    return removed

@@ -1,0 +1,162 @@
+"""The per-workspace writer lock (§5.2): archive and sync serialize on it.
+
+The lock itself is a filelock on `.dsh-chapters/state/writer.lock` (an OS lock, released by the
+kernel when its process dies). Beside it, `writer.holder` says who holds it: pid, host and start
+time. A holder file whose pid is gone and that is older than `lockStaleSeconds` is stale: the
+writer was killed. `state()` reports it; `hold()` takes over from it (and, where the filesystem
+only offers a soft lock, breaks the lock file the dead writer left), and sweeps the temp files
+of dead writers from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import filelock
+from dsh_chapters_core.errors import ChaptersError
+from dsh_chapters_core.ports.store import LockState
+
+from dsh_chapters_fs.atomic import make_dirs, pid_alive, sweep_temp_files, write_atomic
+
+LOCK_NAME = "writer.lock"
+HOLDER_NAME = "writer.holder"
+
+
+@attrs.frozen
+class Holder:
+    """Who holds (or last held, if it died) the writer lock."""
+
+    pid: int
+    host: str
+    started_at: str  # ISO-8601 UTC, for humans
+    started_epoch: float  # for the age
+
+    def to_json(self) -> bytes:
+        data = {"pid": self.pid, "host": self.host, "startedAt": self.started_at,
+                "startedEpoch": self.started_epoch}
+        return (json.dumps(data, sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Holder | None:
+        try:
+            data: Any = json.loads(raw)
+            return cls(pid=int(data["pid"]), host=str(data.get("host", "")),
+                       started_at=str(data.get("startedAt", "")),
+                       started_epoch=float(data["startedEpoch"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+class FileWriterLock:
+    """Satisfies ports.store.WriterLock. One instance per workspace store."""
+
+    def __init__(self, store_root: str | os.PathLike[str], *, stale_seconds: float) -> None:
+        self.state_dir = Path(store_root) / "state"
+        self.path = self.state_dir / LOCK_NAME
+        self.holder_path = self.state_dir / HOLDER_NAME
+        self.stale_seconds = stale_seconds
+        self._lock: filelock.BaseFileLock | None = None
+        self._depth = 0  # nested holds in this process (sync archiving inside its own hold)
+        self.took_over: Holder | None = None  # the stale holder the last hold() replaced
+        self.swept = 0  # temp files of killed writers the last hold() removed
+
+    def _read_holder(self) -> Holder | None:
+        try:
+            return Holder.from_json(self.holder_path.read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def _is_stale(self, holder: Holder) -> bool:
+        same_host = holder.host == socket.gethostname()
+        dead = same_host and not pid_alive(holder.pid)
+        return dead and time.time() - holder.started_epoch > self.stale_seconds
+
+    def _held_by_someone(self) -> bool:
+        if self._lock is not None and self._lock.is_locked:
+            return True
+        if not self.path.exists():
+            return False
+        probe = filelock.FileLock(self.path, timeout=0)
+        try:
+            probe.acquire()
+        except filelock.Timeout:
+            return True
+        probe.release()
+        return False
+
+    def state(self) -> LockState:
+        holder = self._read_holder()
+        held = self._held_by_someone()
+        if holder is None:
+            return LockState(held=held, path=str(self.path))
+        return LockState(
+            held=held,
+            pid=holder.pid,
+            age_seconds=max(0.0, time.time() - holder.started_epoch),
+            stale=self._is_stale(holder),
+            path=str(self.path),
+        )
+
+    def _refusal(self, timeout_s: float) -> ChaptersError:
+        holder = self._read_holder()
+        if holder is None:
+            who = "another writer"
+        else:
+            age = max(0.0, time.time() - holder.started_epoch)
+            who = f"pid {holder.pid} on {holder.host or '?'} (held for {age:.0f} s)"
+        return ChaptersError(
+            f"the store's writer lock {self.path} is held by {who}; waited {timeout_s:g} s",
+            hint="wait for that archive or sync to finish, then run the command again",
+        )
+
+    @contextmanager
+    def hold(self, timeout_s: float) -> Iterator[None]:
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        make_dirs(self.state_dir)
+        lock = filelock.FileLock(self.path, timeout=timeout_s)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            holder = self._read_holder()
+            if holder is None or not self._is_stale(holder):
+                raise self._refusal(timeout_s) from None
+            # A soft lock left by a killed writer: break it once, then take it normally.
+            self.path.unlink(missing_ok=True)
+            try:
+                lock.acquire()
+            except filelock.Timeout:
+                raise self._refusal(timeout_s) from None
+        try:
+            # What a killed writer left half-written is garbage now: sweep it (§1 invariant 3).
+            self.swept = sweep_temp_files(self.state_dir.parent)
+            previous = self._read_holder()
+            self.took_over = previous if previous is not None and self._is_stale(previous) else None
+            now = time.time()
+            holder = Holder(pid=os.getpid(), host=socket.gethostname(),
+                            started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+                            started_epoch=now)
+            write_atomic(self.holder_path, holder.to_json())
+            self._lock = lock
+            self._depth = 1
+            yield
+        finally:
+            self._lock = None
+            self._depth = 0
+            try:
+                self.holder_path.unlink(missing_ok=True)
+            finally:
+                lock.release()

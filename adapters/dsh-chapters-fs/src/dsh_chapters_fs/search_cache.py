@@ -1,0 +1,291 @@
+"""The persistent search cache: stdlib `sqlite3` with an FTS5 table for candidate retrieval.
+
+Lives at `.dsh-chapters/cache/search-<door>.sqlite` (derived, machine-local, never published).
+Rows hold each entry's fields and its canonical terms; the FTS5 table (the `ascii` tokenizer,
+so a core term is exactly one FTS token) answers "which rows hold any of these terms". It only
+narrows: `rank_entries` scores the candidates exactly, so the cache cannot change a ranking.
+A missing, corrupt or older-schema file is dropped and rebuilt; staleness against the index
+manifest and the alias table is the use case's call (`SearchService.ensure_cache`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from dsh_chapters_core.documents import DocumentKind
+from dsh_chapters_core.ports.search import CandidatePage
+from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.scorer import LexicalWeights
+from dsh_chapters_core.search.stitching import is_legacy_fragment
+
+SCHEMA_VERSION = 2
+_SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
+_BUSY_TIMEOUT_MS = 10_000
+_BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
+_KINDS = {k.value: k for k in DocumentKind}
+_COLUMNS = ("path, kind, title, date, date_key, topics, summary, category, project_key, "
+            "session_id, rule_id, raw_topics, t_topic, t_title, t_summary, t_category")
+_E_COLUMNS = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
+_FIELDS = ("t_topic", "t_title", "t_summary", "t_category")  # FTS5 columns, in this order
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+  id INTEGER PRIMARY KEY,
+  sha256 TEXT NOT NULL,
+  session_dir TEXT NOT NULL,
+  legacy INTEGER NOT NULL,
+  path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, title TEXT NOT NULL, date TEXT NOT NULL,
+  date_key REAL NOT NULL, topics TEXT NOT NULL, summary TEXT NOT NULL, category TEXT NOT NULL,
+  project_key TEXT NOT NULL, session_id TEXT NOT NULL, rule_id TEXT NOT NULL,
+  raw_topics TEXT NOT NULL, t_topic TEXT NOT NULL, t_title TEXT NOT NULL, t_summary TEXT NOT NULL,
+  t_category TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_fragments ON entries(session_dir) WHERE legacy = 1;
+CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
+  t_topic, t_title, t_summary, t_category,
+  content='', tokenize='ascii', detail='column', columnsize=0
+);
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+
+
+def _terms(values: frozenset[str]) -> str:
+    return " ".join(sorted(values))
+
+
+def _row(entry: SearchEntry, sha: str) -> tuple[object, ...]:
+    return (
+        sha, entry.session_dir, 1 if is_legacy_fragment(entry) else 0,
+        entry.path, str(entry.kind), entry.title, entry.date, entry.date_key,
+        _SEP.join(entry.topics), entry.summary, entry.category, entry.project_key,
+        entry.session_id, entry.rule_id, _SEP.join(entry.raw_topics),
+        _terms(entry.topic_terms), _terms(entry.title_terms), _terms(entry.summary_terms),
+        _terms(entry.category_terms),
+    )
+
+
+def _labels(text: str) -> tuple[str, ...]:
+    return tuple(text.split(_SEP)) if text else ()
+
+
+def _entry(row: tuple[object, ...]) -> SearchEntry:
+    (path, kind, title, date, date_key, topics, summary, category, project_key, session_id,
+     rule_id, raw_topics, t_topic, t_title, t_summary, t_category) = row
+    return SearchEntry(
+        path=str(path), kind=_KINDS[str(kind)], title=str(title), date=str(date),
+        topics=_labels(str(topics)), summary=str(summary), category=str(category),
+        project_key=str(project_key), session_id=str(session_id), rule_id=str(rule_id),
+        date_key=float(date_key),  # type: ignore[arg-type]
+        topic_terms=frozenset(str(t_topic).split()), title_terms=frozenset(str(t_title).split()),
+        summary_terms=frozenset(str(t_summary).split()),
+        category_terms=frozenset(str(t_category).split()), raw_topics=_labels(str(raw_topics)),
+    )
+
+
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _match(terms: Sequence[str]) -> str:
+    """An FTS5 query for "any of these terms"; each term is one quoted token."""
+    return " OR ".join(_phrase(t) for t in terms)
+
+
+class SqliteSearchCache:
+    """A SearchCache in one SQLite file. Opened lazily; `close()` releases it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._db: sqlite3.Connection | None = None
+
+    # -- connection ------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # derived data: a crash means a rebuild
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                db.close()
+                self._drop_files()
+                db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000,
+                                     isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _drop_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            try:
+                self._db = self._connect()
+            except sqlite3.DatabaseError:
+                # A corrupt cache is derived data: drop it and start over.
+                self._drop_files()
+                self._db = self._connect()
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> SqliteSearchCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the SearchCache port --------------------------------------------------------------
+
+    def state(self) -> Mapping[str, str]:
+        return {str(k): str(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
+
+    def shas(self) -> Mapping[str, str]:
+        return {str(p): str(s) for p, s in self.db.execute("SELECT path, sha256 FROM entries")}
+
+    def apply(
+        self,
+        *,
+        upserts: Iterable[tuple[SearchEntry, str]],
+        removed: Iterable[str],
+        state: Mapping[str, str],
+        reset: bool = False,
+    ) -> None:
+        db = self.db
+        rows = [_row(entry, sha) for entry, sha in upserts]
+        paths = [str(r[3]) for r in rows]
+        fields = ", ".join(_FIELDS)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if reset:
+                db.execute("DELETE FROM entries")
+                db.execute("INSERT INTO terms(terms) VALUES('delete-all')")
+            else:
+                # A contentless FTS5 row is deleted by repeating the text it was indexed with.
+                for chunk in _chunks([*removed, *paths]):
+                    marks = ",".join("?" * len(chunk))
+                    old = db.execute(f"SELECT id, {fields} FROM entries WHERE path IN ({marks})",
+                                     chunk).fetchall()
+                    db.executemany(f"INSERT INTO terms(terms, rowid, {fields}) "
+                                   "VALUES('delete', ?, ?, ?, ?, ?)", old)
+                    db.executemany("DELETE FROM entries WHERE id = ?", [(r[0],) for r in old])
+            db.executemany(
+                f"INSERT INTO entries(sha256, session_dir, legacy, {_COLUMNS}) "
+                f"VALUES ({','.join('?' * 19)})", rows)
+            if reset:
+                db.execute(f"INSERT INTO terms(rowid, {fields}) SELECT id, {fields} FROM entries")
+            else:
+                for chunk in _chunks(paths):
+                    marks = ",".join("?" * len(chunk))
+                    db.execute(f"INSERT INTO terms(rowid, {fields}) SELECT id, {fields} "
+                               f"FROM entries WHERE path IN ({marks})", chunk)
+            db.execute("DELETE FROM meta")
+            db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", sorted(state.items()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def candidates(self, terms: Sequence[str]) -> list[SearchEntry]:
+        if not terms:
+            return []
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS} FROM entries WHERE id IN "
+            "(SELECT rowid FROM terms WHERE terms MATCH ?)", (_match(terms),))
+        return [_entry(r) for r in rows]
+
+    def top_candidates(
+        self,
+        terms: Sequence[str],
+        *,
+        weights: LexicalWeights,
+        limit: int,
+        project_key: str = "",
+        special: frozenset[str] = frozenset(),
+    ) -> CandidatePage:
+        """FTS5 finds, per term and field, the rows holding it; SQLite sums the weights into
+        each row's lexical bound, counts the plain matches, and keeps the best `limit` plain
+        rows (bound, then date, then path) and every special row. Python never touches the
+        rest, and `rank_entries` re-scores what is kept."""
+        if not terms:
+            return CandidatePage(entries=[], plain_total=0)
+        hits: list[str] = []
+        params: list[object] = []
+        field_weights = (weights.topic, weights.title, weights.summary)
+        for term in dict.fromkeys(terms):
+            for field, weight in zip(_FIELDS, field_weights, strict=False):
+                hits.append("SELECT rowid AS id, ? AS w, 0 AS cat FROM terms WHERE terms MATCH ?")
+                params += [weight, f"{field} : {_phrase(term)}"]
+            hits.append("SELECT rowid, 0.0, 1 FROM terms WHERE terms MATCH ?")
+            params.append(f"{_FIELDS[3]} : {_phrase(term)}")
+        specials = json.dumps(sorted(special))
+        sql = f"""
+        WITH hits(id, w, cat) AS ({" UNION ALL ".join(hits)}),
+        scored AS (
+          SELECT id, round(sum(w) + (CASE WHEN max(cat) = 1 THEN ? ELSE 0.0 END), ?) AS bound
+          FROM hits GROUP BY id
+        ),
+        scoped AS (
+          SELECT s.id, s.bound, e.date_key, e.path,
+                 (e.legacy = 1 OR e.rule_id IN (SELECT value FROM json_each(?))
+                  OR e.path IN (SELECT value FROM json_each(?))) AS special, e.legacy
+          FROM scored s JOIN entries e ON e.id = s.id
+          WHERE e.legacy = 1 OR ? = '' OR e.project_key IN (?, '')
+        ),
+        ranked AS (
+          SELECT id, special,
+                 row_number() OVER (PARTITION BY special
+                                    ORDER BY bound DESC, date_key DESC, path) AS rn,
+                 sum(1 - legacy) OVER () AS plain_total
+          FROM scoped
+        )
+        SELECT {_E_COLUMNS}, r.plain_total FROM ranked r JOIN entries e ON e.id = r.id
+        WHERE r.special OR r.rn <= ?
+        """
+        params += [weights.category, _BOUND_DIGITS, specials, specials, project_key,
+                   project_key, limit]
+        rows = self.db.execute(sql, params).fetchall()
+        if not rows:
+            return CandidatePage(entries=[], plain_total=0)
+        return CandidatePage(entries=[_entry(r[:-1]) for r in rows], plain_total=int(rows[0][-1]))
+
+    def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
+        out: list[SearchEntry] = []
+        for chunk in _chunks(list(session_dirs)):
+            marks = ",".join("?" * len(chunk))
+            out.extend(_entry(r) for r in self.db.execute(
+                f"SELECT {_COLUMNS} FROM entries WHERE legacy = 1 AND session_dir IN ({marks})",
+                chunk))
+        return out
+
+    def by_paths(self, paths: Iterable[str]) -> list[SearchEntry]:
+        out: list[SearchEntry] = []
+        for chunk in _chunks(list(paths)):
+            marks = ",".join("?" * len(chunk))
+            out.extend(_entry(r) for r in self.db.execute(
+                f"SELECT {_COLUMNS} FROM entries WHERE path IN ({marks})", chunk))
+        return out
+
+    def all_entries(self) -> Iterator[SearchEntry]:
+        return iter([_entry(r) for r in self.db.execute(f"SELECT {_COLUMNS} FROM entries")])
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+
+def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

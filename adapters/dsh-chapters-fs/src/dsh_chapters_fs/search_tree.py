@@ -1,0 +1,111 @@
+"""The filesystem side of search: a door's tree as the index and the readers see it.
+
+`SearchTree` adds to `DirectoryTree` what the index needs (drop a derived shard, a cheap
+change token from `stat`) and what reading needs (symlink containment). `FrontmatterReader`
+turns one file's bytes into a `Document` with the store's own semantics (`parse_document`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from dsh_chapters_core.documents import Document, DocumentKind
+from dsh_chapters_core.frontmatter import split_frontmatter
+
+from dsh_chapters_fs.chapterfile import (
+    _KNOWN,
+    _kind,
+    _messages,
+    _scalar,
+    _seq_range,
+    _stem,
+    _topics,
+    body_digest,
+    parse_document,
+)
+from dsh_chapters_fs.tree import DirectoryTree
+
+
+class SearchTree(DirectoryTree):
+    """A DerivedTree and ContainedTree over a real directory (the store or the mirror)."""
+
+    def remove(self, path: str) -> None:
+        try:
+            self._abs(path).unlink()
+        except FileNotFoundError:
+            return
+
+    def fingerprint(self, path: str) -> str:
+        """`<size>:<mtime_ns>`: machine-local, so it is never written into a shared file."""
+        try:
+            st = os.stat(self._abs(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return ""
+        return f"{st.st_size}:{st.st_mtime_ns}"
+
+    def contains(self, path: str) -> bool:
+        """True when the path, symlinks resolved, stays inside the root."""
+        root = Path(os.path.realpath(self.root))
+        target = Path(os.path.realpath(self._abs(path)))
+        return target == root or root in target.parents
+
+
+def _json_lines(fm_text: str) -> dict[str, Any] | None:
+    """The mapping of core-written frontmatter (`key: <JSON>` a line), or None if any line is
+    something else (hand-edited YAML), in which case the YAML parser decides."""
+    data: dict[str, Any] = {}
+    for line in fm_text.splitlines():
+        key, sep, raw = line.partition(": ")
+        if not sep or not key or key[0] in " \t-#" or key[-1] in " \t":
+            return None
+        try:
+            if key.startswith('"'):
+                key = json.loads(key)
+            data[key] = json.loads(raw)
+        except ValueError:
+            return None
+    return data
+
+
+class FrontmatterReader:
+    """A DocumentReader with the store's semantics, and a fast path for the core's format.
+
+    PyYAML reads a chapter's frontmatter in milliseconds; the core writes it as one JSON value
+    a line (`dump_frontmatter`), which `json` reads in microseconds with the same result (JSON
+    is the subset of YAML flow style that format keeps to). Anything else goes to the store's
+    own `parse_document` (yaml.safe_load), so a hand-edited file reads exactly as `show` does.
+    """
+
+    def parse(self, path: str, data: bytes) -> Document | None:
+        text = data.decode("utf-8", errors="replace")
+        fm_text, body = split_frontmatter(text)
+        fields = _json_lines(fm_text) if fm_text else None
+        if fields is None:
+            return parse_document(path, text)
+        kind = _kind(fields.get("kind"), path)
+        extra = tuple(sorted(
+            (str(k), json.dumps(v, ensure_ascii=False, sort_keys=True, default=_scalar))
+            for k, v in fields.items() if k not in _KNOWN
+        ))
+        return Document(
+            path=path,
+            kind=kind,
+            title=_scalar(fields.get("title")) or _stem(path),
+            summary=_scalar(fields.get("summary")),
+            topics=_topics(fields.get("topics")),
+            date=_scalar(fields.get("date")),
+            project_key=_scalar(fields.get("projectKey")),
+            session_id=_scalar(fields.get("sessionId")),
+            harness_id=_scalar(fields.get("harnessId")),
+            category=_scalar(fields.get("category")),
+            status=_scalar(fields.get("status")),
+            body=body if kind is DocumentKind.RULE else "",
+            sha256=_scalar(fields.get("sha256")),
+            body_sha256=body_digest(body),
+            seq_range=_seq_range(fields.get("seqRange")),
+            messages=_messages(fields.get("messages")),
+            extra=extra,
+        )

@@ -1,0 +1,347 @@
+"""The workspace store `.dsh-chapters/` (§3.1: the store is the truth). Satisfies ChapterStore.
+
+    <rootSessionId>/chapters/NNN-<slug>.md     chapters, never rewritten (§1 invariant 3)
+    <rootSessionId>/collections.jsonl          one signature line per completed turn (§4.1)
+    <rootSessionId>/session.json               the session's record and watermark
+    <rootSessionId>/sessions/<sessionId>.json  the record of a fork or continuation of it
+    artifacts/<aa>/<sha256>.txt                content-addressed tool output
+    state/reservations/<rootSessionId>.json    the last chapter number reserved (never reused)
+
+Every write is atomic (temp file, fsync, rename, fsync dir); the caller holds the writer lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from dsh_chapters_core.documents import Document
+from dsh_chapters_core.errors import BodyChangedError, ChaptersError
+from dsh_chapters_core.frontmatter import split_frontmatter
+from dsh_chapters_core.pool_layout import (
+    COLLECTIONS_FILE,
+    LOCAL_STORE_DIRS,
+    SESSION_FILE,
+    SHARED_STORE_DIRS,
+    STORE_ARTIFACT_SUFFIX,
+    is_session_id,
+)
+
+from dsh_chapters_fs.atomic import is_temp_name, write_atomic
+from dsh_chapters_fs.chapterfile import body_digest, parse_document
+from dsh_chapters_fs.tree import checked_relpath
+
+STORE_DIRNAME = ".dsh-chapters"
+NO_WATERMARK = -1  # nothing of the session is archived yet
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,199}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_CHAPTER_FILE = re.compile(r"^(?P<number>[0-9]{3,})-(?P<slug>[^/]*)\.md$")
+_SESSION_KEYS = ("harness", "harnessId", "projectKey", "sessionId", "source", "watermark")
+
+
+def _json_bytes(data: Mapping[str, Any]) -> bytes:
+    return (json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2) + "\n").encode("utf-8")
+
+
+def utf8(text: str) -> bytes:
+    """A transcript read with surrogateescape keeps its original bytes (as the renderer hashes)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape")
+
+
+def chapter_number(name: str) -> int | None:
+    match = _CHAPTER_FILE.match(name)
+    return int(match.group("number")) if match else None
+
+
+class FsChapterStore:
+    """The append-only archive on disk. Methods that write assume the writer lock is held."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = str(Path(root).absolute())
+        self._base = Path(self.root)
+        self._records: dict[str, tuple[str, Path]] | None = None  # sessionId -> (root, file)
+
+    # -- paths ---------------------------------------------------------------------------
+    def _session_dir(self, root_session_id: str) -> Path:
+        if not is_session_id(root_session_id) or "/" in root_session_id:
+            raise ChaptersError(
+                f"session id {root_session_id!r} cannot name a store directory",
+                hint="a session id must be a plain name, not one of "
+                     + ", ".join(SHARED_STORE_DIRS + LOCAL_STORE_DIRS),
+            )
+        return self._base / root_session_id
+
+    # -- sessions and watermarks ---------------------------------------------------------
+    def _scan_records(self) -> dict[str, tuple[str, Path]]:
+        if self._records is None:
+            records: dict[str, tuple[str, Path]] = {}
+            for root_id in self.sessions():
+                main = self._base / root_id / SESSION_FILE
+                if main.is_file():
+                    records[root_id] = (root_id, main)
+                children = self._base / root_id / "sessions"
+                if children.is_dir():
+                    for child in sorted(children.glob("*.json")):
+                        records.setdefault(child.stem, (root_id, child))
+            self._records = records
+        return self._records
+
+    def _load_record(self, path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def sessions(self) -> list[str]:
+        """Root session ids with a directory in the store, sorted."""
+        if not self._base.is_dir():
+            return []
+        return sorted(p.name for p in self._base.iterdir() if p.is_dir() and is_session_id(p.name))
+
+    def record_session(
+        self, root_session_id: str, session_id: str, meta: Mapping[str, str]
+    ) -> None:
+        """Write the session's record once (its watermark starts at none); later calls keep it."""
+        session_dir = self._session_dir(root_session_id)
+        path = (session_dir / SESSION_FILE if session_id == root_session_id
+                else session_dir / "sessions" / f"{self._session_dir(session_id).name}.json")
+        if path.is_file():
+            return
+        record: dict[str, Any] = {k: str(meta.get(k, "")) for k in _SESSION_KEYS
+                                  if k != "watermark"}
+        record["sessionId"] = session_id
+        record["watermark"] = NO_WATERMARK
+        if session_id != root_session_id:
+            record["rootSessionId"] = root_session_id
+        write_atomic(path, _json_bytes(record))
+        self._scan_records()[session_id] = (root_session_id, path)
+
+    def watermark(self, session_id: str) -> int:
+        found = self._scan_records().get(session_id)
+        if found is None:
+            return NO_WATERMARK
+        value = self._load_record(found[1]).get("watermark", NO_WATERMARK)
+        return value if isinstance(value, int) and not isinstance(value, bool) else NO_WATERMARK
+
+    def set_watermark(self, session_id: str, seq: int) -> None:
+        found = self._scan_records().get(session_id)
+        if found is None:
+            raise ChaptersError(f"session {session_id} has no record in {self.root}",
+                                hint="record the session before archiving its turns")
+        record = self._load_record(found[1])
+        if record.get("watermark") == seq:
+            return
+        record["watermark"] = seq
+        write_atomic(found[1], _json_bytes(record))
+
+    def session_meta(self) -> Mapping[str, Mapping[str, str]]:
+        """Every session record, by session id, values as strings (plus `rootSessionId`)."""
+        meta: dict[str, Mapping[str, str]] = {}
+        for session_id, (root_id, path) in sorted(self._scan_records().items()):
+            record = self._load_record(path)
+            values = {k: str(v) for k, v in record.items() if not isinstance(v, dict | list)}
+            values.setdefault("rootSessionId", root_id)
+            meta[session_id] = values
+        return meta
+
+    # -- chapters ------------------------------------------------------------------------
+    def _reservation_path(self, root_session_id: str) -> Path:
+        name = self._session_dir(root_session_id).name
+        return self._base / "state" / "reservations" / f"{name}.json"
+
+    def chapter_numbers(self, root_session_id: str) -> list[int]:
+        chapters = self._session_dir(root_session_id) / "chapters"
+        if not chapters.is_dir():
+            return []
+        numbers = (chapter_number(p.name) for p in chapters.iterdir() if not is_temp_name(p.name))
+        return sorted(n for n in numbers if n is not None)
+
+    def reserve_chapter_number(self, root_session_id: str) -> int:
+        """Next number after every one reserved or written; the reservation is durable first,
+        so a writer killed before its chapter lands leaves a gap, never a reused number."""
+        path = self._reservation_path(root_session_id)
+        reserved = 0
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and isinstance(data.get("last"), int):
+                reserved = data["last"]
+        except (OSError, ValueError):
+            reserved = 0
+        written = self.chapter_numbers(root_session_id)
+        number = max([reserved, *written]) + 1
+        write_atomic(path, _json_bytes({"last": number, "sessionId": root_session_id}))
+        return number
+
+    def write_chapter(self, root_session_id: str, number: int, slug: str, text: str) -> str:
+        """Create `NNN-<slug>.md`; an existing chapter of that number is never replaced."""
+        if not _SLUG.match(slug):
+            raise ChaptersError(f"chapter slug {slug!r} is not lowercase letters, digits and '-'",
+                                hint="render the slug with the core's slugger")
+        if number in self.chapter_numbers(root_session_id):
+            raise ChaptersError(f"chapter {number:03d} of session {root_session_id} already exists",
+                                hint="reserve a new number: chapters are never rewritten")
+        name = f"{number:03d}-{slug}.md"
+        path = self._session_dir(root_session_id) / "chapters" / name
+        try:
+            write_atomic(path, utf8(text), exclusive=True)
+        except FileExistsError:
+            raise ChaptersError(f"chapter {path} already exists",
+                                hint="reserve a new number: chapters are never rewritten") from None
+        return f"{root_session_id}/chapters/{name}"
+
+    # -- artifacts -----------------------------------------------------------------------
+    def artifact_path(self, sha256: str) -> str:
+        if not _SHA256.match(sha256):
+            raise ChaptersError(f"artifact id {sha256!r} is not a sha256 hex digest",
+                                hint="artifacts are named by the sha256 of their text")
+        return f"artifacts/{sha256[:2]}/{sha256}{STORE_ARTIFACT_SUFFIX}"
+
+    def has_artifact(self, sha256: str) -> bool:
+        return (self._base / self.artifact_path(sha256)).is_file()
+
+    def write_artifact(self, sha256: str, text: str) -> str:
+        """Content-addressed: the name is the text's sha256, so an existing file is the same."""
+        relpath = self.artifact_path(sha256)
+        data = utf8(text)
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha256:
+            raise ChaptersError(f"artifact {sha256[:12]}… hashes to {actual[:12]}… "
+                                f"({len(data)} bytes)",
+                                hint="this is a bug in rendering; report it")
+        path = self._base / relpath
+        if not path.is_file():
+            write_atomic(path, data)
+        return relpath
+
+    def artifact_count(self) -> int:
+        directory = self._base / "artifacts"
+        if not directory.is_dir():
+            return 0
+        return sum(1 for p in directory.glob(f"*/*{STORE_ARTIFACT_SUFFIX}")
+                   if not is_temp_name(p.name))
+
+    # -- signatures ----------------------------------------------------------------------
+    def append_signatures(self, root_session_id: str, lines: tuple[str, ...]) -> None:
+        """Append turn signatures. A line whose `seqs` are already recorded is skipped, so a
+        retry after a crash never doubles a turn; earlier bytes are kept as they were."""
+        path = self._session_dir(root_session_id) / COLLECTIONS_FILE
+        try:
+            existing = path.read_bytes()
+        except FileNotFoundError:
+            existing = b""
+        seen = {_seqs_of(line) for line in existing.decode("utf-8", errors="replace").splitlines()}
+        fresh: list[str] = []
+        for line in lines:
+            key = _seqs_of(line)
+            if key is not None and key in seen:
+                continue
+            seen.add(key)
+            fresh.append(line.rstrip("\n") + "\n")
+        if not fresh:
+            return
+        if existing and not existing.endswith(b"\n"):
+            existing += b"\n"
+        write_atomic(path, existing + "".join(fresh).encode("utf-8"))
+
+    # -- reading -------------------------------------------------------------------------
+    def chapter_paths(self) -> list[str]:
+        """Store-relative paths of every chapter, by session then number."""
+        found: list[tuple[str, int, str]] = []
+        for root_id in self.sessions():
+            chapters = self._base / root_id / "chapters"
+            if not chapters.is_dir():
+                continue
+            for p in chapters.iterdir():
+                number = chapter_number(p.name)
+                if number is not None and p.is_file() and not is_temp_name(p.name):
+                    found.append((root_id, number, f"{root_id}/chapters/{p.name}"))
+        return [path for _, _, path in sorted(found)]
+
+    def rule_paths(self) -> list[str]:
+        rules = self._base / "rules"
+        if not rules.is_dir():
+            return []
+        return sorted(p.relative_to(self._base).as_posix() for p in rules.glob("*/*.md")
+                      if p.is_file() and not is_temp_name(p.name))
+
+    def documents(self) -> Iterator[Document]:
+        """Every chapter and rule, frontmatter parsed with yaml.safe_load at this edge."""
+        for relpath in [*self.chapter_paths(), *self.rule_paths()]:
+            try:
+                text = (self._base / relpath).read_bytes().decode("utf-8", "surrogateescape")
+            except FileNotFoundError:
+                continue
+            yield parse_document(relpath, text)
+
+    def document(self, path: str) -> Document:
+        """One chapter or rule by store-relative path (ports.rules.DocumentShelf): the notice
+        reads this session's chapters and the rules this way, never the whole corpus."""
+        relpath = checked_relpath(path)
+        try:
+            # surrogateescape, as documents() reads: the same bytes give the same body_sha256
+            text = (self._base / relpath).read_bytes().decode("utf-8", "surrogateescape")
+        except FileNotFoundError:
+            raise ChaptersError(f"{relpath} is not in the store {self.root}",
+                                hint="run `chapters list` to see what is archived") from None
+        return parse_document(relpath, text)
+
+    # -- the enrichment write (§6.1: the one sanctioned mutation) ----------------------------
+    def rewrite_frontmatter(self, path: str, frontmatter: str, expected_body_sha256: str) -> None:
+        """Replace a chapter's frontmatter block, atomically, keeping the body byte for byte.
+
+        Refuses (BodyChangedError) when the body on disk does not hash to the expected digest:
+        enrichment labels the body it read, never another one. The caller holds the lock.
+        """
+        relpath = checked_relpath(path)
+        parts = relpath.split("/")
+        if len(parts) != 3 or parts[1] != "chapters" or chapter_number(parts[2]) is None:
+            raise ChaptersError(f"{relpath} is not a chapter path (<session>/chapters/NNN-x.md)",
+                                hint="only chapters carry model-owned frontmatter")
+        target = self._base / relpath
+        try:
+            text = target.read_bytes().decode("utf-8", "surrogateescape")
+        except FileNotFoundError:
+            raise ChaptersError(f"{relpath} is not in the store {self.root}",
+                                hint="run `chapters list` to see what is archived") from None
+        _, body = split_frontmatter(text)
+        actual = body_digest(body)
+        if actual != expected_body_sha256:
+            raise BodyChangedError(
+                f"{relpath}: the body hashes to {actual[:12]}…, not {expected_body_sha256[:12]}… "
+                f"({len(utf8(body))} bytes); the enrichment write refuses",
+                hint="the chapter's body changed since it was read; run `chapters enrich run` "
+                     "again to label the body as it is")
+        if not frontmatter.startswith("---\n") or split_frontmatter(frontmatter + body) != (
+            frontmatter[4:-4], body
+        ):
+            raise ChaptersError(f"{relpath}: the new frontmatter is not one `---` block",
+                                hint="this is a bug in enrichment; report it")
+        write_atomic(target, utf8(frontmatter + body))
+
+    def read_text(self, path: str) -> str:
+        relpath = checked_relpath(path)
+        try:
+            return (self._base / relpath).read_bytes().decode("utf-8", "surrogateescape")
+        except (FileNotFoundError, IsADirectoryError):
+            raise ChaptersError(f"{relpath} is not in the store {self.root}",
+                                hint="run `chapters list` to see what is archived") from None
+
+
+def _seqs_of(line: str) -> tuple[int, ...] | None:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    seqs = data.get("seqs") if isinstance(data, dict) else None
+    if isinstance(seqs, list) and all(isinstance(s, int) for s in seqs):
+        return tuple(seqs)
+    return None

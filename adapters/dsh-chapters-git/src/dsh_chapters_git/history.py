@@ -1,0 +1,88 @@
+"""Commit history: fast-forward checks and the reachability closure a transfer must carry.
+
+§3.2: transfer packs exactly what an explicitly computed closure holds (commits -> trees ->
+blobs), never "everything", and refs only move fast-forward.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from dulwich.errors import ObjectMissing
+from dulwich.objects import Commit, ObjectID, ShaFile
+
+from dsh_chapters_git.trees import ObjectReader, changed_objects, read_object
+
+
+def read_commit(store: ObjectReader, sha: bytes) -> Commit:
+    obj = read_object(store, sha)
+    if not isinstance(obj, Commit):
+        raise ObjectMissing(ObjectID(sha))
+    return obj
+
+
+def is_ancestor(store: ObjectReader, ancestor: bytes, descendant: bytes) -> bool:
+    """True if `ancestor` is `descendant` or in its history (all of which `store` holds).
+
+    The pool's history is linear (pushes are ff-only), so the walk is usually the few
+    commits between the two; a non-ancestor costs one walk of the history.
+    """
+    if ancestor == descendant:
+        return True
+    if ObjectID(ancestor) not in store:
+        return False
+    seen: set[bytes] = {descendant}
+    todo: deque[bytes] = deque([descendant])
+    while todo:
+        for parent in read_commit(store, todo.popleft()).parents:
+            if parent == ancestor:
+                return True
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    return False
+
+
+def new_commits(store: ObjectReader, head: bytes, known: Callable[[bytes], bool]) -> list[Commit]:
+    """Commits reachable from `head` that the destination does not know, newest first."""
+    out: list[Commit] = []
+    seen: set[bytes] = set()
+    todo: deque[bytes] = deque([head])
+    while todo:
+        sha = todo.popleft()
+        if sha in seen or known(sha):
+            continue
+        seen.add(sha)
+        commit = read_commit(store, sha)
+        out.append(commit)
+        todo.extend(commit.parents)
+    return out
+
+
+def closure(store: ObjectReader, head: bytes, known: Callable[[bytes], bool]) -> list[ShaFile]:
+    """Every object the destination needs to hold `head`, given what it `known`s.
+
+    Each new commit contributes itself and the trees and blobs that differ from its first
+    parent's tree; anything equal to the parent's is reachable from the parent, which the
+    destination holds or which is itself new (so its own delta carries it).
+    """
+    ids: dict[bytes, None] = {}
+    commits = new_commits(store, head, known)
+    for commit in commits:
+        ids[commit.id] = None
+        parent_tree = read_commit(store, commit.parents[0]).tree if commit.parents else None
+        for sha in changed_objects(store, parent_tree, commit.tree):
+            ids[sha] = None
+    by_id: dict[bytes, Commit] = {bytes(c.id): c for c in commits}
+    return [by_id[sha] if sha in by_id else read_object(store, sha) for sha in ids]
+
+
+def known_in(stores: Iterable[ObjectReader]) -> Callable[[bytes], bool]:
+    """A `known` predicate: the object is already in one of these stores."""
+    targets = tuple(stores)
+
+    def known(sha: bytes) -> bool:
+        return any(ObjectID(sha) in target for target in targets)
+
+    return known

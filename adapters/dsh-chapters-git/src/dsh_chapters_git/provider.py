@@ -1,0 +1,252 @@
+"""The git `KnowledgeProvider`: six verbs over dulwich, for local-path and smart-HTTP pools.
+
+Head strings are 40-hex commit ids of the pool's `refs/heads/main` ("" for an empty pool).
+Every verb runs under one `Deadline` (`syncTimeoutMs`) and raises only `TransportError` for
+transport failures, chosen by exception type and status code (`failures.classify`).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from dsh_chapters_core.errors import FailureCode, TransportError
+from dsh_chapters_core.ports.transport import (
+    KnowledgeProvider,
+    MirrorState,
+    ProviderContext,
+    PullResult,
+    PushResult,
+    StageResult,
+)
+
+from dsh_chapters_git.failures import Deadline, classify, failure
+from dsh_chapters_git.history import is_ancestor
+from dsh_chapters_git.mirror import Mirror, identity, move_aside, remove_tree
+from dsh_chapters_git.trees import UnsafePathError, check_path
+from dsh_chapters_git.upstream import (
+    HttpPool,
+    LocalPool,
+    Upstream,
+    is_http_remote,
+    is_local_remote,
+    local_path,
+)
+
+
+def _hex(sha: bytes | None) -> str:
+    return sha.decode("ascii") if sha is not None else ""
+
+
+class GitProvider:
+    """A pool mirrored in `.dsh-knowledge/` (see `dsh_chapters_git.mirror`)."""
+
+    name = "git"
+
+    def __init__(self, context: ProviderContext, upstream: Upstream) -> None:
+        self.mirror_root = os.path.abspath(context.mirror_root)
+        self._context = context
+        self._upstream = upstream
+        self._timeout_ms = context.config.sync_timeout_ms
+        self._loose_limit = context.config.git_unpack_limit
+        self._mirror: Mirror | None = None
+
+    # ---- plumbing --------------------------------------------------------------------
+    @contextmanager
+    def _call(self, verb: str) -> Iterator[Deadline]:
+        """One verb under one budget; any failure leaves as a `TransportError` with a code."""
+        deadline = Deadline(verb, self._timeout_ms)
+        try:
+            yield deadline
+        except TransportError:
+            raise
+        except UnsafePathError:
+            raise failure(verb, FailureCode.REFUSED, "the pool holds an unsafe path") from None
+        except Exception as exc:
+            mapped = classify(verb, exc, self._timeout_ms)
+            if mapped is None:
+                raise
+            raise mapped from None
+
+    def _state(
+        self, mirror: Mirror, *, cloned: bool = False, created: bool = False, moved: str = ""
+    ) -> MirrorState:
+        return MirrorState(
+            root=self.mirror_root,
+            head=_hex(mirror.pool_head()),
+            cloned=cloned,
+            created_pool=created,
+            moved_aside=moved,
+        )
+
+    def _synced_before(self) -> bool:
+        """Whether the mirror on disk ever saw pool history (then a missing pool is an error)."""
+        if self._mirror is not None:
+            return self._mirror.pool_head() is not None
+        if not os.path.isdir(os.path.join(self.mirror_root, ".git")):
+            return False
+        probe = Mirror(self.mirror_root)
+        try:
+            return probe.remote() == self._upstream.display and probe.pool_head() is not None
+        except Exception:  # an unreadable mirror proves nothing: treat it as new
+            return False
+        finally:
+            probe.close()
+
+    def _open(self, deadline: Deadline) -> MirrorState:
+        created = self._upstream.prepare(deadline, may_create=not self._synced_before())
+        moved = ""
+        if os.path.lexists(self.mirror_root):
+            mirror = Mirror(self.mirror_root)
+            if not mirror.problem(self._upstream.display):
+                self._mirror = mirror
+                return self._state(mirror, created=created)
+            mirror.close()
+            moved = move_aside(self.mirror_root)  # a dirty or corrupt mirror is kept for a look
+        mirror = self._materialize(deadline)
+        return self._state(mirror, cloned=True, created=created, moved=moved)
+
+    def _materialize(self, deadline: Deadline) -> Mirror:
+        """Clone into a temp sibling and rename it in: a reader never sees half a mirror."""
+        for leftover in glob.glob(glob.escape(self.mirror_root) + ".tmp-*"):
+            remove_tree(leftover)  # a crashed clone (the writer lock makes this safe)
+        os.makedirs(os.path.dirname(self.mirror_root), exist_ok=True)
+        temp = f"{self.mirror_root}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        fresh = Mirror.init(temp, self._upstream.display)
+        try:
+            head = self._upstream.clone_into(fresh, deadline)
+            if head is not None:
+                fresh.materialize(head, deadline)
+            fresh.close()
+            if self._mirror is not None:
+                self._mirror.close()
+                self._mirror = None
+            if os.path.lexists(self.mirror_root):
+                trash = f"{self.mirror_root}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+                os.rename(self.mirror_root, trash)
+                os.rename(temp, self.mirror_root)
+                remove_tree(trash)
+            else:
+                os.rename(temp, self.mirror_root)
+        except BaseException:
+            fresh.close()
+            remove_tree(temp)
+            raise
+        self._mirror = Mirror(self.mirror_root)
+        return self._mirror
+
+    def _ready(self, deadline: Deadline) -> Mirror:
+        if self._mirror is None:
+            self._open(deadline)
+        assert self._mirror is not None
+        return self._mirror
+
+    # ---- the six verbs ---------------------------------------------------------------
+    def open(self) -> MirrorState:
+        with self._call("open") as deadline:
+            return self._open(deadline)
+
+    def pull(self) -> PullResult:
+        with self._call("pull") as deadline:
+            mirror = self._ready(deadline)
+            before = mirror.pool_head()
+            local = mirror.head()
+            requests_before = self._upstream.requests
+            head = self._upstream.fetch_into(mirror, deadline)
+            requests = self._upstream.requests - requests_before
+            if head == before:
+                return PullResult(_hex(before), _hex(before), (), requests)
+            if head is not None and head == local:
+                mirror.set_pool_head(head)  # our own push landed; only the bookmark lagged
+                return PullResult(_hex(before), _hex(head), (), requests)
+            store = mirror.repo.object_store
+            if head is None or (before is not None and not is_ancestor(store, before, head)):
+                raise failure("pull", FailureCode.DIVERGED, "the pool's history was rewritten")
+            if local != before:
+                raise failure(
+                    "pull",
+                    FailureCode.DIVERGED,
+                    "the mirror has unpushed commits and the pool moved",
+                )
+            changed = mirror.fast_forward(before, head, deadline)
+            return PullResult(_hex(before), _hex(head), changed, requests)
+
+    def stage(self, files: Mapping[str, bytes]) -> StageResult:
+        for path in files:
+            check_path(path)  # a bad path is the caller's bug: ValueError, not a transport code
+        with self._call("stage") as deadline:
+            return self._ready(deadline).stage(files)
+
+    def commit(self, message: str, author: str) -> str | None:
+        with self._call("commit") as deadline:
+            mirror = self._ready(deadline)
+            who = identity(author or self._context.harness_id)
+            return mirror.commit(message, who, self._loose_limit)
+
+    def push(self) -> PushResult:
+        with self._call("push") as deadline:
+            mirror = self._ready(deadline)
+            local = mirror.head()
+            before = mirror.pool_head()
+            if local is None or local == before:
+                return PushResult(head=_hex(before), pushed=False)
+            pushed = self._upstream.push_from(mirror, local, before, deadline)
+            mirror.set_pool_head(local)
+            mirror.forget_fresh()
+            return PushResult(head=_hex(local), pushed=pushed)
+
+    def rebuild(self) -> MirrorState:
+        """§5.2: rebuild, never merge. Uncommitted staged files are dropped: re-stage them."""
+        with self._call("rebuild") as deadline:
+            created = self._upstream.prepare(deadline, may_create=not self._synced_before())
+            if self._mirror is not None:
+                self._mirror.discard_staged()
+            mirror = self._materialize(deadline)
+            return self._state(mirror, cloned=True, created=created)
+
+    def close(self) -> None:
+        if self._mirror is not None:
+            self._mirror.close()
+            self._mirror = None
+        self._upstream.close()
+
+
+class GitProviderFactory:
+    """The `git` entry point of `dsh_chapters.providers`.
+
+    `matches` and `create` are class methods, so the loaded class and an instance of it both
+    satisfy `ProviderFactory`.
+    """
+
+    name = "git"
+
+    @classmethod
+    def matches(cls, remote: str) -> bool:
+        """A local path (absolute, `~`, `./`, `../`, `file://`) or an http(s) URL."""
+        remote = remote.strip()
+        if not remote or remote.startswith("treedx+"):
+            return False
+        return is_local_remote(remote) or is_http_remote(remote)
+
+    @classmethod
+    def create(cls, context: ProviderContext) -> KnowledgeProvider:
+        remote = context.remote.strip()
+        if not cls.matches(remote):
+            raise TransportError(
+                FailureCode.REFUSED,
+                "open: refused (the git provider takes a local path or an https URL)",
+                hint="run `chapters link <path>` or `chapters link <https-url> <token>`",
+            )
+        upstream: Upstream
+        if is_http_remote(remote):
+            # Read once, kept in memory by the HTTP client only (never in the mirror's config).
+            token = context.credentials.read(context.credential_name) or None
+            upstream = HttpPool(remote, token)
+        else:
+            upstream = LocalPool(
+                local_path(remote, context.workspace), context.config.git_unpack_limit
+            )
+        return GitProvider(context, upstream)

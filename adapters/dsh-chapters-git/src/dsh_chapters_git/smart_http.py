@@ -1,0 +1,69 @@
+"""The smart-HTTP client: dulwich's urllib3 client behind a budgeted, non-retrying pool.
+
+- Every request carries what is left of the call's deadline as its total timeout, and
+  urllib3 never retries (a retry would silently multiply the budget).
+- A status other than 200 raises `HttpStatusError(status)`, so failures map by status code.
+- The token is handed to dulwich's client in memory as HTTP Basic credentials (password),
+  which it attaches only to requests for the pool's own origin. It is never put in a URL, a
+  git config file, a credential helper or a message. No helper, askpass or TTY is involved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import urllib3
+from dulwich.client import Urllib3HttpGitClient, default_urllib3_manager
+
+from dsh_chapters_git.failures import Deadline, HttpStatusError
+
+TOKEN_USERNAME = "x-access-token"  # forges accept a personal access token as the password
+
+
+class BudgetedPool:
+    """A urllib3 pool manager facade that dulwich calls `request` and `headers` on."""
+
+    def __init__(self, inner: urllib3.PoolManager | urllib3.ProxyManager) -> None:
+        self._inner = inner
+        self.deadline: Deadline | None = None
+        self.requests = 0
+
+    @property
+    def headers(self) -> Any:
+        return self._inner.headers
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        if self.deadline is not None:
+            kwargs["timeout"] = urllib3.Timeout(total=self.deadline.remaining())
+        kwargs["retries"] = False
+        self.requests += 1
+        response = self._inner.request(method, url, **kwargs)
+        if response.status != 200:
+            status = response.status
+            response.drain_conn()
+            response.release_conn()
+            raise HttpStatusError(status)
+        return response
+
+    def clear(self) -> None:
+        self._inner.clear()
+
+
+def open_client(
+    url: str, token: str | None, *, loopback: bool
+) -> tuple[Urllib3HttpGitClient, BudgetedPool]:
+    """A dulwich client for one pool URL; loopback pools bypass any proxy from the env."""
+    inner: Any = (
+        urllib3.PoolManager(headers={"User-Agent": "dsh-chapters-git"})
+        if loopback
+        else default_urllib3_manager(None, base_url=url)
+    )
+    pool = BudgetedPool(inner)
+    client = Urllib3HttpGitClient(
+        url,
+        pool_manager=pool,  # type: ignore[arg-type]
+        username=TOKEN_USERNAME if token else None,
+        password=token or None,
+        quiet=True,
+    )
+    return client, pool

@@ -1,0 +1,354 @@
+"""The two kinds of git pool: a local path (a bare repository) and a smart-HTTP URL.
+
+Both move objects by an explicit closure and move `refs/heads/main` fast-forward only, by
+compare-and-swap: a pool that moved underneath us is `DIVERGED`, never forced (§5.2).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from typing import Protocol
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from dsh_chapters_core.errors import FailureCode
+from dulwich.client import Urllib3HttpGitClient
+from dulwich.errors import NotGitRepository
+from dulwich.file import FileLocked
+from dulwich.objects import ObjectID
+from dulwich.pack import UnpackedObject, full_unpacked_object
+from dulwich.refs import Ref
+from dulwich.repo import Repo
+
+from dsh_chapters_git.failures import RELINK_HINT, Deadline, failure
+from dsh_chapters_git.history import closure, is_ancestor, known_in
+from dsh_chapters_git.mirror import HEAD, MAIN, Mirror
+from dsh_chapters_git.packs import copy_object_files, copy_pack, write_objects
+from dsh_chapters_git.smart_http import BudgetedPool, open_client
+
+_LOCK_RETRY_S = 0.01  # a ref lock is held for microseconds; poll until the deadline
+
+
+class Upstream(Protocol):
+    """What the provider needs from a pool, whatever carries it."""
+
+    display: str  # the remote as stored in the mirror's config: never a credential
+
+    def prepare(self, deadline: Deadline, *, may_create: bool) -> bool: ...
+
+    def clone_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None: ...
+
+    def fetch_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None: ...
+
+    def push_from(
+        self, mirror: Mirror, local: bytes, expected: bytes | None, deadline: Deadline
+    ) -> bool: ...
+
+    @property
+    def requests(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def is_local_remote(remote: str) -> bool:
+    return remote.startswith(("/", "~", "./", "../", "file://")) or remote in (".", "..")
+
+
+def is_http_remote(remote: str) -> bool:
+    return remote.startswith(("http://", "https://"))
+
+
+def local_path(remote: str, workspace: str) -> str:
+    """The absolute pool directory a local remote names (relative ones: from the workspace)."""
+    if remote.startswith("file://"):
+        path = unquote(urlsplit(remote).path)
+    else:
+        path = os.path.expanduser(remote)
+    return os.path.normpath(os.path.join(workspace, path))
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and `localhost`: exempt from the token rule (local test forges)."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def public_url(url: str) -> str:
+    """The URL without userinfo, so a credential typed into it is never stored or shown."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def _main_of(refs: Mapping[Ref, ObjectID] | Mapping[Ref, ObjectID | None]) -> bytes | None:
+    sha = refs.get(MAIN)
+    return bytes(sha) if sha is not None else None
+
+
+def _diverged(verb: str, detail: str) -> Exception:
+    return failure(verb, FailureCode.DIVERGED, detail)
+
+
+class LocalPool:
+    """A bare repository on a path: objects move by closure, refs by a locked CAS."""
+
+    def __init__(self, path: str, loose_limit: int) -> None:
+        self.path = path
+        self.display = path
+        self._loose_limit = loose_limit
+
+    @property
+    def requests(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        return None
+
+    def prepare(self, deadline: Deadline, *, may_create: bool) -> bool:
+        """Create the bare pool if absent (True when created), on a first sync only: a pool
+        that vanished after we synced with it (an unmounted drive) is NOT_FOUND, not silently
+        replaced by an empty one. Two first syncs may race: each builds in a temp sibling and
+        renames; the loser adopts the winner's pool."""
+        if os.path.isdir(self.path) and os.listdir(self.path):
+            self._check_bare()
+            return False
+        if not may_create:
+            raise failure(
+                "open",
+                FailureCode.NOT_FOUND,
+                "the pool this mirror synced with is gone",
+                hint="reconnect the pool's drive, or `chapters link <path>` to a new pool",
+            )
+        parent = os.path.dirname(self.path)
+        os.makedirs(parent, exist_ok=True)
+        temp = f"{self.path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        Repo.init_bare(temp, mkdir=True, default_branch=b"main").close()
+        try:
+            os.rename(temp, self.path)  # replaces an empty directory, fails on a full one
+        except OSError:
+            _remove_quietly(temp)
+            self._check_bare()
+            return False
+        deadline.check()
+        return True
+
+    def _check_bare(self) -> None:
+        if not (
+            os.path.isdir(os.path.join(self.path, "objects"))
+            and os.path.isfile(os.path.join(self.path, "HEAD"))
+        ):
+            raise failure(
+                "open",
+                FailureCode.REFUSED,
+                "the pool path exists and is not a bare git repository",
+                hint="point `chapters link` at an empty or absent directory, or a bare repository",
+            )
+
+    def _open(self) -> Repo:
+        try:
+            return Repo(self.path, bare=True)
+        except NotGitRepository:
+            raise failure("open", FailureCode.NOT_FOUND, "no git pool at the linked path") from None
+
+    def _head(self, repo: Repo) -> bytes | None:
+        try:
+            return bytes(repo.refs[MAIN])
+        except KeyError:
+            return None
+
+    def clone_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
+        """Copy the pool's object files as they are (git's local clone); returns the head."""
+        repo = self._open()
+        try:
+            head = self._head(repo)  # read before copying: its objects are already in place
+        finally:
+            repo.close()
+        if head is not None:
+            copy_object_files(
+                os.path.join(self.path, "objects"),
+                os.path.join(mirror.repo.controldir(), "objects"),
+            )
+            deadline.check()
+        return head
+
+    def fetch_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
+        repo = self._open()
+        try:
+            head = self._head(repo)
+            target = mirror.repo.object_store
+            if head is not None and ObjectID(head) not in target:
+                objects = closure(repo.object_store, head, known_in([target]))
+                deadline.check()
+                write_objects(target, objects, self._loose_limit)
+            return head
+        finally:
+            repo.close()
+
+    def push_from(
+        self, mirror: Mirror, local: bytes, expected: bytes | None, deadline: Deadline
+    ) -> bool:
+        store = mirror.repo.object_store
+        repo = self._open()
+        try:
+            current = self._head(repo)
+            if current == local:
+                return False
+            if current != expected and (current is None or not is_ancestor(store, current, local)):
+                raise _diverged("push", "the pool moved since the last pull")
+            objects = closure(mirror.reader(), local, known_in([repo.object_store]))
+            deadline.check()
+            fresh = mirror.fresh_pack
+            ids = {bytes(o.id) for o in objects}
+            if fresh is not None and len(objects) >= self._loose_limit and ids <= fresh.ids:
+                copy_pack(fresh, str(repo.object_store.pack_dir))  # same bytes, no re-encoding
+            else:
+                write_objects(repo.object_store, objects, self._loose_limit)
+            self._ensure_head_symref(repo)
+            while True:
+                try:
+                    if current is None:
+                        moved = repo.refs.add_if_new(MAIN, ObjectID(local))
+                    else:
+                        moved = repo.refs.set_if_equals(MAIN, ObjectID(current), ObjectID(local))
+                    break
+                except FileLocked:
+                    deadline.check()
+                    time.sleep(_LOCK_RETRY_S)
+            if not moved:
+                raise _diverged("push", "another machine pushed first")
+            return True
+        finally:
+            repo.close()
+
+    def _ensure_head_symref(self, repo: Repo) -> None:
+        # A pool made by `git init --bare` may point HEAD at a missing `master`: clones of the
+        # pool should check out main. A HEAD naming an existing branch is left alone.
+        target = repo.refs.read_ref(HEAD)
+        if target == b"ref: " + MAIN:
+            return
+        if target is not None and target.startswith(b"ref: "):
+            try:
+                repo.refs[Ref(target[len(b"ref: ") :])]
+                return
+            except KeyError:
+                pass
+        repo.refs.set_symbolic_ref(HEAD, MAIN)
+
+
+def _remove_quietly(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class HttpPool:
+    """A smart-HTTP pool (`git http-backend`, any forge) reached with a per-call budget."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.url = url
+        self.display = public_url(url)
+        parts = urlsplit(url)
+        self.loopback = is_loopback(parts.hostname or "")
+        self.scheme = parts.scheme
+        self._token = token
+        self._client: Urllib3HttpGitClient | None = None
+        self._pool: BudgetedPool | None = None
+
+    @property
+    def requests(self) -> int:
+        return self._pool.requests if self._pool is not None else 0
+
+    def prepare(self, deadline: Deadline, *, may_create: bool = False) -> bool:
+        if not self.loopback and self.scheme != "https":
+            raise failure(
+                "open",
+                FailureCode.REFUSED,
+                "plain http is only used for loopback pools",
+                hint="link the pool with an https:// URL",
+            )
+        if not self.loopback and not self._token:
+            raise failure(
+                "open", FailureCode.AUTH, "no token stored for this pool", hint=RELINK_HINT
+            )
+        return False
+
+    def _session(self, deadline: Deadline) -> tuple[Urllib3HttpGitClient, BudgetedPool]:
+        self.prepare(deadline)
+        if self._client is None or self._pool is None:
+            self._client, self._pool = open_client(
+                self.display, self._token, loopback=self.loopback
+            )
+        self._pool.deadline = deadline
+        return self._client, self._pool
+
+    def clone_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
+        return self.fetch_into(mirror, deadline)
+
+    def fetch_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
+        client, _pool = self._session(deadline)
+        store = mirror.repo.object_store
+        seen: dict[str, bytes | None] = {}
+
+        def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+            head = _main_of(refs)
+            seen["head"] = head
+            return [ObjectID(head)] if head is not None and ObjectID(head) not in store else []
+
+        result = client.fetch("", mirror.repo, determine_wants=wants)
+        return seen.get("head", _main_of(result.refs))
+
+    def push_from(
+        self, mirror: Mirror, local: bytes, expected: bytes | None, deadline: Deadline
+    ) -> bool:
+        client, _pool = self._session(deadline)
+        store = mirror.repo.object_store
+        seen: dict[str, bytes | None] = {}
+
+        def update_refs(refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
+            current = _main_of(refs)
+            seen["current"] = current
+            if current == local:
+                return refs
+            if current != expected and (current is None or not is_ancestor(store, current, local)):
+                raise _diverged("push", "the pool moved since the last pull")
+            return {**refs, MAIN: ObjectID(local)}
+
+        def pack_data(
+            have: AbstractSet[ObjectID],
+            want: AbstractSet[ObjectID],
+            *,
+            ofs_delta: bool = False,
+            progress: Callable[[bytes], None] | None = None,
+        ) -> tuple[int, Iterator[UnpackedObject]]:
+            haves = {bytes(h) for h in have}
+            objects = closure(mirror.reader(), local, lambda sha: sha in haves)
+            deadline.check()
+            return len(objects), (full_unpacked_object(o) for o in objects)
+
+        result = client.send_pack("", update_refs, pack_data)
+        if seen.get("current") == local:
+            return False
+        status = (result.ref_status or {}).get(MAIN)
+        if status is not None:
+            # Rejected: the pool moved (a concurrent push won the ref lock) or refused us.
+            refs = client.get_refs("").refs
+            if _main_of(refs) != seen.get("current"):
+                raise _diverged("push", "another machine pushed first")
+            raise failure("push", FailureCode.REFUSED, "the pool rejected the update of main")
+        return True
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.clear()
+        self._client = None
+        self._pool = None

@@ -1,0 +1,403 @@
+"""The Codex CLI binding: `~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl` (docs/formats.md).
+
+A rollout line is `{timestamp, type, payload}`: `session_meta`, `turn_context`,
+`response_item` (messages, reasoning, `function_call`/`function_call_output` joined by
+`call_id`, `local_shell_call`, `custom_tool_call`/`custom_tool_call_output`), `compacted` and
+`event_msg`. The conversation is read from `response_item`s; the `event_msg` user and agent
+messages mirror them and are skipped by a named rule, never imported twice. Codex injects
+`<environment_context>` and AGENTS.md (`<user_instructions>`, `# AGENTS.md instructions for`)
+as user messages, and its permissions as developer messages: all host injections.
+
+A turn starts at a real user prompt. It is complete at the `event_msg` `task_complete` or
+`turn_aborted` that Codex writes when the turn ends. A rollout from a CLI that writes no task
+events at all closes a turn at the next prompt, and its last turn when the final record is an
+assistant message with no call waiting for its output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from dsh_chapters_core.events import (
+    AssistantMessage,
+    CommandRun,
+    CompactionMarker,
+    HostInjection,
+    InjectionKind,
+    Reasoning,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    UserMessage,
+)
+
+from dsh_chapters_harness.discovery import header_records, jsonl_files, same_directory
+from dsh_chapters_harness.transcript_lines import (
+    IMPORTED,
+    Outcome,
+    head_records,
+    read_records,
+    skipped,
+    unknown,
+)
+from dsh_chapters_harness.turns import TurnAssembler
+
+NAME = "codex"
+LABEL = "Codex rollout"
+EXPECTED = (
+    'JSON lines {"timestamp", "type": "session_meta"|"response_item"|"event_msg"|'
+    '"turn_context"|"compacted", "payload": {…}}'
+)
+
+TOP_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+RESPONSE_ITEM_TYPES = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "web_search_call",
+        "ghost_snapshot",
+    }
+)
+_MIRRORS = frozenset(
+    {
+        "user_message",
+        "agent_message",
+        "agent_reasoning",
+        "agent_reasoning_raw_content",
+        "agent_reasoning_section_break",
+    }
+)
+# event_msg types that report progress or state already carried by response_items.
+_STATUS_EVENTS = frozenset(
+    {
+        "exec_command_begin",
+        "exec_command_end",
+        "exec_command_output_delta",
+        "patch_apply_begin",
+        "patch_apply_end",
+        "mcp_tool_call_begin",
+        "mcp_tool_call_end",
+        "web_search_begin",
+        "web_search_end",
+        "turn_diff",
+        "plan_update",
+        "error",
+        "stream_error",
+        "warning",
+        "background_event",
+        "session_configured",
+        "shutdown_complete",
+        "view_image_tool_call",
+        "entered_review_mode",
+        "exited_review_mode",
+        "item_started",
+        "item_completed",
+        "get_history_entry_response",
+        "list_custom_prompts_response",
+        "mcp_list_tools_response",
+        "undo_started",
+        "undo_completed",
+        "deprecation_notice",
+        "rate_limits",
+    }
+)
+_TURN_ENDS = frozenset({"task_complete", "turn_aborted"})
+_EXIT_CODE = re.compile(r"\AExit code: (-?\d+)")
+_SHELL_PART = re.compile(r"<(command|result|output)>\n?([\s\S]*?)\n?</\1>")
+_SNIFF_LINES = 8
+
+
+def _content_text(content: Any) -> str:
+    """A message's text items joined by blank lines; images as a short stand-in."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for item in content if isinstance(content, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if isinstance(item.get("text"), str):
+            parts.append(item["text"])
+        elif str(item.get("type", "")).endswith("image"):
+            parts.append("[image]")
+    return "\n\n".join(parts)
+
+
+def _output(payload: dict[str, Any]) -> tuple[str, bool]:
+    """A call output's text and whether the call failed."""
+    output = payload.get("output")
+    if isinstance(output, dict):
+        text = output.get("content", output.get("output", ""))
+        text = text if isinstance(text, str) else _content_text(text)
+        return text, output.get("success") is False
+    if isinstance(output, list):
+        return _content_text(output), False
+    if not isinstance(output, str):
+        return "", False
+    failed = False
+    exit_code = _EXIT_CODE.match(output)
+    if exit_code:
+        failed = exit_code.group(1) != "0"
+    elif output.startswith("{"):
+        try:
+            parsed = json.loads(output)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("metadata"), dict):
+            failed = parsed["metadata"].get("exit_code") not in (0, None)
+    return output, failed
+
+
+def _injection_kind(role: str, text: str) -> InjectionKind | None:
+    """The kind of a host-injected message, or None for a real one."""
+    head = text.lstrip()
+    if role in ("developer", "system"):
+        lower = head[:400].lower()
+        if "agents.md" in lower or "<user_instructions>" in lower:
+            return InjectionKind.INSTRUCTIONS
+        if "skill" in lower:
+            return InjectionKind.SKILL_CATALOG
+        return InjectionKind.RUNTIME_CONTEXT
+    if head.startswith("<environment_context>"):
+        return InjectionKind.RUNTIME_CONTEXT
+    if head.startswith(("<user_instructions>", "# AGENTS.md instructions for")):
+        return InjectionKind.INSTRUCTIONS
+    if head.startswith(("<skills_instructions>", "<available_skills>")):
+        return InjectionKind.SKILL_CATALOG
+    return None
+
+
+class _CodexRead:
+    """The state of one read: header fields, pending calls, task events, the assembler."""
+
+    def __init__(self) -> None:
+        self.turns = TurnAssembler()
+        self.pending: set[str] = set()
+        self.task_events = False  # this CLI writes task_started/task_complete
+        self.task_open = False
+        self.task_prompted = False
+        self.session_id = ""
+        self.root_session_id = ""
+        self.cwd = ""
+        self.started_at = ""
+
+    def handle(self, seq: int, record: dict[str, Any]) -> Outcome:
+        kind = record.get("type")
+        time = record.get("timestamp")
+        time = time if isinstance(time, str) else ""
+        if time and not self.started_at:
+            self.started_at = time
+        payload = record.get("payload")
+        if kind in TOP_TYPES and isinstance(payload, dict):
+            if kind == "response_item":
+                return self._item(seq, time, payload)
+            if kind == "event_msg":
+                return self._event(seq, time, payload)
+            if kind == "session_meta":
+                return self._meta(seq, time, payload)
+            if kind == "compacted":
+                message = payload.get("message")
+                self.turns.ambient(
+                    CompactionMarker(seq, message if isinstance(message, str) else "", time)
+                )
+                return IMPORTED
+            if not self.cwd and isinstance(payload.get("cwd"), str):
+                self.cwd = payload["cwd"]
+            return skipped("turn-context")
+        # Rollouts of CLIs before the {type, payload} envelope: a bare meta line, bare items.
+        if "payload" not in record and kind in RESPONSE_ITEM_TYPES:
+            return self._item(seq, time, record)
+        if "record_type" in record:
+            return skipped("legacy-state")
+        if kind is None and isinstance(record.get("id"), str) and "timestamp" in record:
+            return self._meta(seq, time, record)
+        return unknown(kind if isinstance(kind, str) else "<no type>")
+
+    def _meta(self, seq: int, time: str, payload: dict[str, Any]) -> Outcome:
+        if not self.session_id and isinstance(payload.get("id"), str):
+            self.session_id = payload["id"]
+            if isinstance(payload.get("cwd"), str):
+                self.cwd = payload["cwd"]
+            if isinstance(payload.get("timestamp"), str):
+                self.started_at = payload["timestamp"]
+            forked = payload.get("forked_from_id")
+            if isinstance(forked, str):
+                self.root_session_id = forked
+        instructions = payload.get("instructions")
+        if isinstance(instructions, str) and instructions.strip():
+            self.turns.ambient(HostInjection(seq, InjectionKind.INSTRUCTIONS, instructions, time))
+        return IMPORTED
+
+    def _item(self, seq: int, time: str, item: dict[str, Any]) -> Outcome:
+        kind = item.get("type")
+        if kind == "message":
+            return self._message(seq, time, item)
+        if kind == "reasoning":
+            text = _content_text(item.get("content")) or _content_text(item.get("summary"))
+            if not text:
+                return skipped("encrypted-reasoning")
+            self.turns.conversation(Reasoning(seq, text, time))
+            return IMPORTED
+        if kind in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
+            return self._call(seq, time, kind, item)
+        if kind in ("function_call_output", "custom_tool_call_output"):
+            call_id = str(item.get("call_id", ""))
+            self.pending.discard(call_id)
+            text, failed = _output(item)
+            self.turns.conversation(ToolResult(seq, call_id, text, failed, time))
+            return IMPORTED
+        if kind == "ghost_snapshot":
+            return skipped("ghost-snapshot")
+        return unknown(f"response_item:{kind}")
+
+    def _call(self, seq: int, time: str, kind: str, item: dict[str, Any]) -> Outcome:
+        call_id = str(item.get("call_id") or item.get("id") or "")
+        if kind == "function_call":
+            name, arguments = str(item.get("name", "")), item.get("arguments", "")
+        elif kind == "custom_tool_call":
+            name, arguments = str(item.get("name", "")), item.get("input", "")
+        elif kind == "local_shell_call":
+            name, arguments = "local_shell", item.get("action", {})
+        else:
+            name, arguments = "web_search", item.get("action", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        self.turns.conversation(ToolCall(seq, call_id, name, arguments, time))
+        if kind != "web_search_call":  # answered inside the model call, never by an output item
+            self.pending.add(call_id)
+        return IMPORTED
+
+    def _message(self, seq: int, time: str, item: dict[str, Any]) -> Outcome:
+        role = item.get("role")
+        text = _content_text(item.get("content"))
+        if role == "assistant":
+            if not text:
+                return skipped("empty-message")
+            self.turns.conversation(AssistantMessage(seq, text, time))
+            return IMPORTED
+        if role not in ("user", "developer", "system"):
+            return unknown(f"message:{role}")
+        kind = _injection_kind(role, text)
+        if kind is not None:
+            self.turns.ambient(HostInjection(seq, kind, text, time))
+            return IMPORTED
+        if text.lstrip().startswith("<user_shell_command>"):
+            self._shell_command(seq, time, text)
+            return IMPORTED
+        if not text.strip():
+            return skipped("empty-message")
+        message = UserMessage(seq, text, time)
+        if self.turns.turn_open and self.task_open and self.task_prompted:
+            self.turns.conversation(message)  # the user steering a running turn
+        else:
+            self.pending.clear()  # the last turn's unanswered calls never will be
+            self.turns.prompt(message)
+            self.task_prompted = True
+        return IMPORTED
+
+    def _shell_command(self, seq: int, time: str, text: str) -> None:
+        parts = {m.group(1): m.group(2) for m in _SHELL_PART.finditer(text)}
+        command = parts.get("command", "")
+        output = parts.get("result", parts.get("output", "" if command else text))
+        self.turns.ambient(CommandRun(seq, command, output, time))
+
+    def _event(self, seq: int, time: str, payload: dict[str, Any]) -> Outcome:
+        kind = payload.get("type")
+        if kind == "task_started":
+            self.task_events = self.task_open = True
+            self.task_prompted = False
+            return skipped("task-started")
+        if kind in _TURN_ENDS:
+            self.task_events = True
+            self.task_open = False
+            if kind == "turn_aborted":
+                self.pending.clear()
+            self.turns.end_here(seq, time)
+            return IMPORTED
+        if kind in _MIRRORS:
+            return skipped("event-mirror")
+        if kind == "token_count":
+            return skipped("token-count")
+        if kind == "context_compacted":
+            return skipped("compaction-event")  # the `compacted` record carries the marker
+        if kind in _STATUS_EVENTS:
+            return skipped("event-status")
+        return unknown(f"event_msg:{kind}")
+
+    def finish(self) -> None:
+        # A CLI without task events never says a turn ended: the last one is complete when it
+        # ends on an assistant message with no call still waiting for its output.
+        if (
+            not self.task_events
+            and not self.pending
+            and isinstance(self.turns.last_conversation, AssistantMessage)
+        ):
+            self.turns.end_after_conversation()
+
+
+def _is_codex_record(record: dict[str, Any]) -> bool:
+    if record.get("type") in TOP_TYPES and isinstance(record.get("payload"), dict):
+        return True
+    # The pre-envelope rollout: a bare meta line, then bare response items.
+    if "type" not in record and isinstance(record.get("id"), str) and "timestamp" in record:
+        return "instructions" in record or "git" in record
+    return (
+        record.get("type") == "message"
+        and isinstance(record.get("role"), str)
+        and "message" not in record
+    )
+
+
+def _meta_cwd(path: Path) -> str:
+    for record in header_records(path):
+        payload = record.get("payload")
+        if record.get("type") == "session_meta" and isinstance(payload, dict):
+            cwd = payload.get("cwd")
+            return cwd if isinstance(cwd, str) else ""
+    return ""
+
+
+class CodexReader:
+    """`dsh_chapters.harnesses` entry point `codex`."""
+
+    name = NAME
+
+    def sniff(self, head: bytes) -> bool:
+        return any(_is_codex_record(r) for r in head_records(head, limit=_SNIFF_LINES))
+
+    def read(self, path: str) -> Transcript:
+        state = _CodexRead()
+        ledger = read_records(path, state.handle, label=LABEL, expected=EXPECTED)
+        state.finish()
+        session_id = state.session_id or _id_from_name(Path(path))
+        return Transcript(
+            session_id=session_id,
+            harness=NAME,
+            events=state.turns.finish(),
+            account=ledger.account(),
+            root_session_id=state.root_session_id if state.root_session_id != session_id else "",
+            cwd=state.cwd,
+            source_path=str(path),
+            started_at=state.started_at,
+        )
+
+    def discover(self, source: str | None, cwd: str) -> list[str]:
+        """Rollouts under `source`, or those under ~/.codex/sessions whose cwd is `cwd`."""
+        root = Path(source) if source else Path.home() / ".codex" / "sessions"
+        files = jsonl_files(root, "rollout-*.jsonl")
+        if source:
+            return [str(p) for p in files]
+        return [str(p) for p in files if same_directory(_meta_cwd(p), cwd)]
+
+
+def _id_from_name(path: Path) -> str:
+    """`rollout-2026-11-20T09-14-03-<uuid>.jsonl` → the uuid (its last five dash groups)."""
+    parts = path.stem.split("-")
+    return "-".join(parts[-5:]) if len(parts) > 5 else path.stem

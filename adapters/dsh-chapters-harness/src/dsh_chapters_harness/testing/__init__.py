@@ -1,0 +1,1 @@
+"""Test doubles that ship with the harness adapter: the recorded-tape model server."""

@@ -1,0 +1,223 @@
+"""The archive use case: events → turns → signatures → composition → render (+ redaction) → store.
+
+No model and no network (§1 invariant 1). Everything runs under the writer lock (§5.2). Only
+completed turns past the session's watermark are archived (§4.3), so running it twice writes
+nothing new and a transcript that grew archives only its new turns. The chapter file is the
+commit point of each chapter: after a crash, a chapter already on disk raises the effective
+watermark past its turns, so they are never archived twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dsh_chapters_core.compose import Decision, compose_chapters
+from dsh_chapters_core.config import Config
+from dsh_chapters_core.events import LineAccount, Transcript
+from dsh_chapters_core.ports.clock import Clock
+from dsh_chapters_core.ports.store import ChapterStore, WriterLock
+from dsh_chapters_core.projectkey import ProjectIdentity
+from dsh_chapters_core.render import render_chapter
+from dsh_chapters_core.signature import Signature, sign_turn
+from dsh_chapters_core.turns import Turn, split_turns
+
+NO_WATERMARK = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedChapter:
+    path: str  # store-relative
+    title: str
+    turns: int
+    seq_range: tuple[int, int]
+    rule: str  # the composition rule that opened it ("first", "below-threshold", "chapter-limit")
+    overlap: float = 0.0  # the opening turn's overlap with the chapter before it
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveReport:
+    """What one archive did, with numbers (the CLI prints it on every archive and import)."""
+
+    session_id: str
+    root_session_id: str
+    harness: str
+    source_path: str
+    account: LineAccount
+    started_at: str
+    turns_complete: int  # complete turns in the transcript
+    turns_archived: int  # of those, archived by this run
+    turns_already: int  # of those, at or below the watermark: archived before
+    watermark_before: int
+    watermark_after: int
+    chapters: tuple[ArchivedChapter, ...] = ()
+    artifacts_written: int = 0
+    artifacts_present: int = 0
+    redactions: tuple[tuple[str, int], ...] = ()  # (family, count), sorted
+    omissions: tuple[tuple[str, int], ...] = ()  # (injection kind, count) screened, sorted
+    decisions: tuple[Decision, ...] = ()
+    clamp: str = ""  # §4.3: the in-flight turn left for the next archive
+
+    @property
+    def wrote_nothing(self) -> bool:
+        return not self.chapters and self.artifacts_written == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.account
+        return {
+            "sessionId": self.session_id,
+            "rootSessionId": self.root_session_id,
+            "harness": self.harness,
+            "source": self.source_path,
+            "at": self.started_at,
+            "lines": {
+                "total": a.total, "imported": a.imported, "skipped": a.skipped,
+                "unknown": a.unknown, "malformed": a.malformed,
+                "skipRules": dict(a.skip_rules), "unknownTypes": dict(a.unknown_types),
+                "malformedLines": list(a.malformed_lines), "truncatedTail": a.truncated_tail,
+                "replacedBytes": a.replaced_bytes,
+            },
+            "turns": {"complete": self.turns_complete, "archived": self.turns_archived,
+                      "alreadyArchived": self.turns_already},
+            "watermark": {"before": self.watermark_before, "after": self.watermark_after},
+            "chapters": [
+                {"path": c.path, "title": c.title, "turns": c.turns,
+                 "seqRange": list(c.seq_range), "rule": c.rule, "overlap": c.overlap}
+                for c in self.chapters
+            ],
+            "artifacts": {"written": self.artifacts_written, "present": self.artifacts_present},
+            "redactions": dict(self.redactions),
+            "omissions": dict(self.omissions),
+            "decisions": [
+                {"turn": d.turn_index, "action": d.action, "rule": d.rule,
+                 "overlap": d.overlap, "size": d.size}
+                for d in self.decisions
+            ],
+            "clamp": self.clamp,
+        }
+
+
+def _archived_through(store: ChapterStore, transcript: Transcript) -> tuple[int, int]:
+    """(the recorded watermark, the effective one): a crash between a chapter and the
+    watermark write leaves the chapter ahead of the record, and the chapter wins."""
+    recorded = store.watermark(transcript.session_id)
+    mark = recorded
+    prefix = f"{transcript.root_id}/chapters/"
+    for document in store.documents():
+        if document.path.startswith(prefix) and document.session_id == transcript.session_id:
+            mark = max(mark, document.seq_range[1])
+    return recorded, mark
+
+
+def _counts(pairs: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    total: Counter[str] = Counter()
+    for name, count in pairs:
+        total[name] += count
+    return tuple(sorted((k, v) for k, v in total.items() if v))
+
+
+def archive_transcript(
+    transcript: Transcript,
+    *,
+    store: ChapterStore,
+    lock: WriterLock,
+    clock: Clock,
+    config: Config,
+    identity: ProjectIdentity,
+    harness_id: str,
+) -> ArchiveReport:
+    """Archive the completed, not yet archived turns of one transcript."""
+    split = split_turns(transcript.events)
+    started_at = clock.now()
+    clamp = ""
+    if split.clamped:
+        seqs = [e.seq for e in split.incomplete]
+        clamp = (f"an unfinished turn (seq {min(seqs)}..{max(seqs)}, {len(seqs)} events) was left "
+                 f"for the next archive (§4.3)")
+    with lock.hold(config.lock_timeout_ms / 1000):
+        recorded, before = _archived_through(store, transcript)
+        fresh: tuple[Turn, ...] = tuple(t for t in split.complete if t.end_seq > before)
+        report = ArchiveReport(
+            session_id=transcript.session_id,
+            root_session_id=transcript.root_id,
+            harness=transcript.harness,
+            source_path=transcript.source_path,
+            account=transcript.account,
+            started_at=started_at,
+            turns_complete=len(split.complete),
+            turns_archived=len(fresh),
+            turns_already=len(split.complete) - len(fresh),
+            watermark_before=before,
+            watermark_after=before,
+            clamp=clamp,
+        )
+        if not fresh:
+            if before > recorded:
+                store.set_watermark(transcript.session_id, before)  # repair after a crash
+            return report
+        store.record_session(transcript.root_id, transcript.session_id, {
+            "harnessId": harness_id,
+            "harness": transcript.harness,
+            "projectKey": identity.project_key,
+            "source": transcript.source_path,
+        })
+        signatures: tuple[Signature, ...] = tuple(sign_turn(t, config) for t in fresh)
+        composition = compose_chapters(signatures, config)
+        opening = {d.turn_index: d for d in composition.decisions if d.action != "merge"}
+        chapters: list[ArchivedChapter] = []
+        written = present = 0
+        redactions: list[tuple[str, int]] = []
+        omissions: list[tuple[str, int]] = []
+        # One signature line per completed turn (§4.1); a retry after a crash skips the
+        # turns already recorded, so this may run before the chapters it describes.
+        store.append_signatures(transcript.root_id, tuple(s.to_json_line() for s in signatures))
+        for plan in composition.chapters:
+            turns = tuple(fresh[i] for i in plan.turn_indices)
+            signed = tuple(signatures[i] for i in plan.turn_indices)
+            rendered = render_chapter(
+                turns, signed, session_id=transcript.session_id,
+                project_key=identity.project_key, harness_id=harness_id, config=config,
+                extra_patterns=config.redaction_patterns,
+            )
+            for artifact in rendered.artifacts:
+                if store.has_artifact(artifact.sha256):
+                    present += 1
+                else:
+                    store.write_artifact(artifact.sha256, artifact.text)
+                    written += 1
+            number = store.reserve_chapter_number(transcript.root_id)
+            # The chapter file is the commit point: once it exists its turns count as archived.
+            path = store.write_chapter(transcript.root_id, number, rendered.slug, rendered.text)
+            chapters.append(ArchivedChapter(
+                path=path, title=rendered.title, turns=len(turns), seq_range=rendered.seq_range,
+                rule=opening[plan.turn_indices[0]].rule,
+                overlap=opening[plan.turn_indices[0]].overlap,
+            ))
+            redactions.extend(rendered.redactions)
+            omissions.extend(rendered.omitted)
+        mark = max(t.end_seq for t in fresh)
+        store.set_watermark(transcript.session_id, mark)
+    return ArchiveReport(
+        session_id=report.session_id,
+        root_session_id=report.root_session_id,
+        harness=report.harness,
+        source_path=report.source_path,
+        account=report.account,
+        started_at=started_at,
+        turns_complete=report.turns_complete,
+        turns_archived=report.turns_archived,
+        turns_already=report.turns_already,
+        watermark_before=before,
+        watermark_after=mark,
+        chapters=tuple(chapters),
+        artifacts_written=written,
+        artifacts_present=present,
+        redactions=_counts(redactions),
+        omissions=_counts(omissions),
+        # Decisions count turns within this run; the report names them by transcript turn.
+        decisions=tuple(replace(d, turn_index=fresh[d.turn_index].index)
+                        for d in composition.decisions),
+        clamp=clamp,
+    )

@@ -1,0 +1,258 @@
+"""Where a store file lives in the pool, and whose it is (§2.2, §3.1, §3.3).
+
+The store (`.dsh-chapters/`) is the truth; the pool mirror (`.dsh-knowledge/`) is transport.
+This module is the pure mapping between the two layouts plus the ownership rule that keeps
+two machines from ever writing the same pool file:
+
+    <sid>/chapters/NNN-x.md        <->  chapters/<pk>/<sid>/NNN-x.md
+    artifacts/<aa>/<sha>.txt       <->  artifacts/<pk>/<aa>/<sha>
+    <sid>/collections.jsonl        <->  collections/<pk>/<sid>.jsonl
+    rules/<h>/...                  <->  rules/<pk>/<h>/...
+    edits/<h>/curation.jsonl       <->  edits/<h>/curation.jsonl
+
+Nothing else crosses: `index/`, `topics/`, `state/`, `logs/`, `cache/`, `config.toml` and
+`session.json` are machine-local or derived (§10.2), and `project.yml` is written once into
+the pool by whoever syncs first.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Store top-level names that are not sessions. The last five never leave the machine.
+SHARED_STORE_DIRS: tuple[str, ...] = ("artifacts", "rules", "edits")
+LOCAL_STORE_DIRS: tuple[str, ...] = ("index", "topics", "state", "logs", "cache")
+_NOT_SESSIONS = frozenset(SHARED_STORE_DIRS + LOCAL_STORE_DIRS)
+
+SESSION_FILE = "session.json"
+COLLECTIONS_FILE = "collections.jsonl"
+CURATION_FILE = "curation.jsonl"
+PROJECT_FILE = "project.yml"
+STORE_ARTIFACT_SUFFIX = ".txt"
+
+_CHAPTER_NAME = re.compile(r"^[0-9]{3,}-[^/]*\.md$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class PoolFileKind(enum.StrEnum):
+    CHAPTER = "chapter"
+    ARTIFACT = "artifact"
+    COLLECTION = "collection"
+    RULE = "rule"
+    EDITS = "edits"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolEntry:
+    """One file that exists on both sides, under its two names."""
+
+    kind: PoolFileKind
+    store_path: str  # relative to `.dsh-chapters/`
+    pool_path: str  # relative to the mirror root
+    session_id: str = ""  # chapters and collections
+    harness_id: str = ""  # rules and edits: the writer named by the path
+
+
+def _safe(segment: str) -> bool:
+    # A pool is written by other machines: never let a path climb out of the store.
+    return (
+        bool(segment)
+        and segment not in (".", "..")
+        and "\\" not in segment
+        and "\x00" not in segment
+    )
+
+
+def _all_safe(parts: Iterable[str]) -> bool:
+    return all(_safe(p) for p in parts)
+
+
+def is_session_id(name: str) -> bool:
+    return _safe(name) and not name.startswith(".") and name not in _NOT_SESSIONS
+
+
+def to_pool(store_path: str, project_key: str) -> PoolEntry | None:
+    """The pool twin of a store file, or None if the file never leaves this machine."""
+    parts = store_path.split("/")
+    if not _all_safe(parts) or not project_key:
+        return None
+    head = parts[0]
+    if head == "artifacts":
+        if len(parts) != 3 or not parts[2].endswith(STORE_ARTIFACT_SUFFIX):
+            return None
+        sha = parts[2][: -len(STORE_ARTIFACT_SUFFIX)]
+        if not _SHA256.match(sha) or parts[1] != sha[:2]:
+            return None
+        return PoolEntry(
+            PoolFileKind.ARTIFACT, store_path, f"artifacts/{project_key}/{sha[:2]}/{sha}"
+        )
+    if head == "rules":
+        if len(parts) < 3:
+            return None
+        return PoolEntry(
+            PoolFileKind.RULE,
+            store_path,
+            f"rules/{project_key}/{'/'.join(parts[1:])}",
+            harness_id=parts[1],
+        )
+    if head == "edits":
+        if len(parts) != 3 or parts[2] != CURATION_FILE:
+            return None
+        return PoolEntry(PoolFileKind.EDITS, store_path, store_path, harness_id=parts[1])
+    if not is_session_id(head):
+        return None
+    if len(parts) == 3 and parts[1] == "chapters" and _CHAPTER_NAME.match(parts[2]):
+        return PoolEntry(
+            PoolFileKind.CHAPTER,
+            store_path,
+            f"chapters/{project_key}/{head}/{parts[2]}",
+            session_id=head,
+        )
+    if len(parts) == 2 and parts[1] == COLLECTIONS_FILE:
+        return PoolEntry(
+            PoolFileKind.COLLECTION,
+            store_path,
+            f"collections/{project_key}/{head}.jsonl",
+            session_id=head,
+        )
+    return None
+
+
+def to_store(pool_path: str, project_key: str) -> PoolEntry | None:
+    """The store twin of a pool file of THIS project, or None (derived files, other projects)."""
+    parts = pool_path.split("/")
+    if not _all_safe(parts) or not project_key:
+        return None
+    head = parts[0]
+    if head == "edits":
+        if len(parts) != 3 or parts[2] != CURATION_FILE:
+            return None
+        return PoolEntry(PoolFileKind.EDITS, pool_path, pool_path, harness_id=parts[1])
+    # §2.3: the projectKey keeps a session out of a foreign corpus sharing the pool.
+    if len(parts) < 3 or parts[1] != project_key:
+        return None
+    if head == "chapters":
+        if len(parts) != 4 or not is_session_id(parts[2]) or not _CHAPTER_NAME.match(parts[3]):
+            return None
+        return PoolEntry(
+            PoolFileKind.CHAPTER, f"{parts[2]}/chapters/{parts[3]}", pool_path, session_id=parts[2]
+        )
+    if head == "artifacts":
+        if len(parts) != 4 or not _SHA256.match(parts[3]) or parts[2] != parts[3][:2]:
+            return None
+        return PoolEntry(
+            PoolFileKind.ARTIFACT,
+            f"artifacts/{parts[2]}/{parts[3]}{STORE_ARTIFACT_SUFFIX}",
+            pool_path,
+        )
+    if head == "collections":
+        if len(parts) != 3 or not parts[2].endswith(".jsonl"):
+            return None
+        sid = parts[2][: -len(".jsonl")]
+        if not is_session_id(sid):
+            return None
+        return PoolEntry(
+            PoolFileKind.COLLECTION, f"{sid}/{COLLECTIONS_FILE}", pool_path, session_id=sid
+        )
+    if head == "rules":
+        if len(parts) < 4:
+            return None
+        return PoolEntry(
+            PoolFileKind.RULE, f"rules/{'/'.join(parts[2:])}", pool_path, harness_id=parts[2]
+        )
+    return None
+
+
+def pool_prefixes(project_key: str) -> tuple[str, ...]:
+    """The mirror subtrees copy-in reads (everything else in the pool is derived or foreign)."""
+    return (
+        f"chapters/{project_key}/",
+        f"artifacts/{project_key}/",
+        f"collections/{project_key}/",
+        f"rules/{project_key}/",
+        "edits/",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """§3.3: a session belongs to exactly one machine; `edits/<h>/` and `rules/<h>/` to `h`.
+
+    `session_owners` maps a session id to the harnessId its `session.json` names. A session
+    without a `session.json` was written here (copy-in always writes one), so it is ours.
+    """
+
+    harness_id: str
+    session_owners: tuple[tuple[str, str], ...] = ()
+
+    def owner_of(self, entry: PoolEntry) -> str:
+        """The harness id that writes this file ("" = unknown, so not ours; artifacts: anyone)."""
+        if entry.kind in (PoolFileKind.RULE, PoolFileKind.EDITS):
+            return entry.harness_id
+        if entry.kind is PoolFileKind.ARTIFACT:
+            return self.harness_id
+        return dict(self.session_owners).get(entry.session_id, self.harness_id)
+
+    def is_ours(self, entry: PoolEntry) -> bool:
+        """Ours to publish. Artifacts are content-addressed: every holder may publish them."""
+        return self.owner_of(entry) == self.harness_id
+
+
+def session_record(*, session_id: str, harness_id: str, harness: str, project_key: str) -> bytes:
+    """The `session.json` copy-in writes for a session another machine archived.
+
+    It names the writer so ownership stays clear: we never publish a foreign session's files.
+    """
+    record = {
+        "harness": harness,
+        "harnessId": harness_id,
+        "projectKey": project_key,
+        "sessionId": session_id,
+        "source": "pool",
+        "watermark": -1,  # nothing of it is archived here (the fs store's NO_WATERMARK)
+    }
+    return (json.dumps(record, ensure_ascii=False, sort_keys=True, indent=2) + "\n").encode("utf-8")
+
+
+def frontmatter_value(text: bytes, key: str) -> str:
+    """A top-level scalar of a chapter's frontmatter, without a YAML parser.
+
+    `dump_frontmatter` writes one `key: <JSON value>` line per key, so a line scan is exact for
+    strings; anything else is returned as its raw text. "" when absent.
+    """
+    lines = text.decode("utf-8", errors="replace").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return ""
+    prefix = f"{key}:"
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        if not line.startswith(prefix):
+            continue
+        raw = line[len(prefix) :].strip()
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw.strip("'\"")
+        return value if isinstance(value, str) else raw
+    return ""
+
+
+def project_manifest(
+    *, project_key: str, slug: str, derivation: str, created_by: str, created_at: str
+) -> bytes:
+    """`project.yml` (§2.2): sorted keys, JSON-quoted scalars, so it is valid, stable YAML."""
+    fields = {
+        "created-at": created_at,
+        "created-by": created_by,
+        "derivation": derivation,
+        "projectKey": project_key,
+        "slug": slug,
+    }
+    return "".join(
+        f"{k}: {json.dumps(v, ensure_ascii=False)}\n" for k, v in sorted(fields.items())
+    ).encode()

@@ -1,0 +1,115 @@
+"""Ports of search and the two-layer index (§8, §10): reading documents one at a time, cheap
+change detection, removing derived files, path containment, and the persistent search cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from dsh_chapters_core.documents import Document
+from dsh_chapters_core.ports.store import FileTree
+from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.scorer import LexicalWeights
+
+
+class DocumentReader(Protocol):
+    """Parses one chapter, plan or rule file (frontmatter is read at the edge).
+
+    Returns None for a file that is not a readable document; the index counts it as skipped.
+    """
+
+    def parse(self, path: str, data: bytes) -> Document | None: ...
+
+
+class DerivedTree(FileTree, Protocol):
+    """A door's tree as the index sees it: a FileTree that may also drop a derived file and
+    report a cheap, machine-local change token, so an update reads only what changed.
+    """
+
+    def remove(self, path: str) -> None:
+        """Delete a derived file (a shard whose topic is gone). Missing is not an error."""
+        ...
+
+    def fingerprint(self, path: str) -> str:
+        """Size and modification time as a token; "" when the file does not exist."""
+        ...
+
+
+class ContainedTree(FileTree, Protocol):
+    """A FileTree that can tell whether a path stays inside its root once symlinks resolve."""
+
+    def contains(self, path: str) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CandidatePage:
+    """What `SearchCache.top_candidates` hands over.
+
+    `entries`: every matched entry that can be among the best `limit` of its scope (a
+    superset), plus every matched special entry (legacy fragment, core rule) whatever its
+    bound. `plain_total`: how many matched entries in scope are not legacy fragments.
+    """
+
+    entries: list[SearchEntry]
+    plain_total: int
+
+
+class SearchCache(Protocol):
+    """A persistent, derived candidate index for one door (`.dsh-chapters/cache/`).
+
+    It only narrows: `candidates` returns every entry holding at least one of the terms (a
+    superset is allowed, a miss is not), and `rank_entries` scores them exactly, so the cache
+    can never change a ranking. It is keyed by the index manifest and by the alias table;
+    callers rebuild or patch it when either differs.
+    """
+
+    def state(self) -> Mapping[str, str]:
+        """`{"manifest": key, "aliases": key, "manifestFingerprint": token}`; {} when missing."""
+        ...
+
+    def shas(self) -> Mapping[str, str]:
+        """Per document path, the content hash its row was built from."""
+        ...
+
+    def apply(
+        self,
+        *,
+        upserts: Iterable[tuple[SearchEntry, str]],
+        removed: Iterable[str],
+        state: Mapping[str, str],
+        reset: bool = False,
+    ) -> None:
+        """Write (entry, sha256) rows, drop paths, record the new state; `reset` empties first."""
+        ...
+
+    def candidates(self, terms: Sequence[str]) -> list[SearchEntry]: ...
+
+    def top_candidates(
+        self,
+        terms: Sequence[str],
+        *,
+        weights: LexicalWeights,
+        limit: int,
+        project_key: str = "",
+        special: frozenset[str] = frozenset(),
+    ) -> CandidatePage:
+        """Matched entries in scope (`project_key` or none; "" = every project), narrowed by
+        the lexical bound (`weights` per term and field, category once) to a superset of the
+        best `limit` non-special ones (ties by date, then path), plus all matched specials:
+        legacy fragments (whatever their project: a span is scoped by its first member, after
+        stitching) and rules whose id or path is in `special`."""
+        ...
+
+    def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
+        """Every legacy fragment of these sessions (stitching needs a candidate's siblings)."""
+        ...
+
+    def by_paths(self, paths: Iterable[str]) -> list[SearchEntry]: ...
+
+    def all_entries(self) -> Iterator[SearchEntry]: ...
+
+    def count(self) -> int: ...
+
+    def close(self) -> None: ...

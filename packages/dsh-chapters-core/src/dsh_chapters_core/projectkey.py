@@ -1,0 +1,111 @@
+"""projectKey (§2.3): one UUIDv5 per project, identical on every machine.
+
+Local paths differ between machines, so the key comes from the normalized remote. A workspace
+without a remote falls back to its absolute path (flagged `path-derived`: unstable across
+machines), and a configured override wins over both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+
+from dsh_chapters_core.errors import UsageError
+
+DERIVATIONS: tuple[str, ...] = ("remote", "path-derived", "override", "treedx")
+
+_TREEDX_PREFIX = "treedx+"
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
+_SCP_FORM = re.compile(r"^(?P<host>[^/:]+):(?P<path>(?!//).*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectIdentity:
+    project_key: str
+    canonical: str  # the string the key was derived from (never holds a credential)
+    derivation: str  # one of DERIVATIONS
+
+
+def _strip_credentials(rest: str) -> str:
+    """Drop `user:token@` from the authority; the token must never reach the canonical form."""
+    authority_end = rest.find("/")
+    authority = rest if authority_end < 0 else rest[:authority_end]
+    at = authority.rfind("@")
+    return rest if at < 0 else rest[at + 1 :]
+
+
+def canonicalize_remote(url: str) -> str:
+    """§2.3 exactly: lowercase, strip the scheme, `git@host:org/repo` → `host/org/repo`,
+    strip a trailing `/` and `.git`, keep the host (and port).
+
+    `treedx+https://host[:port]/repo` becomes `treedx/host[:port]/repo` (amendment 2026-09-21),
+    so a TreeDX service at a git-colliding URL is never the same pool.
+    """
+    text = url.strip()
+    if not text:
+        raise UsageError("the remote URL is empty",
+                         hint="pass a remote such as github.com/org/repo")
+    text = text.lower()
+    treedx = text.startswith(_TREEDX_PREFIX)
+    if treedx:
+        text = text[len(_TREEDX_PREFIX) :]
+    scheme = _SCHEME.match(text)
+    rest = text[scheme.end() :] if scheme else text
+    # Credentials go first, before anything else looks at the string.
+    rest = _strip_credentials(rest)
+    if scheme is None:
+        scp = _SCP_FORM.match(rest)
+        if scp is not None and "/" not in scp.group("host"):
+            rest = f"{scp.group('host')}/{scp.group('path').lstrip('/')}"
+    while True:
+        trimmed = rest.rstrip("/")
+        trimmed = trimmed.removesuffix(".git")
+        if trimmed == rest:
+            break
+        rest = trimmed
+    if not rest:
+        raise UsageError("the remote URL has no host or path", hint="pass host/org/repo")
+    return f"treedx/{rest}" if treedx else rest
+
+
+def _key(canonical: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_OID, canonical))
+
+
+def derive_project_key(
+    *, remote: str | None = None, path: str | None = None, override: str = ""
+) -> ProjectIdentity:
+    """The §2.3 ladder: override, then the remote, then the absolute path (`path-derived`).
+
+    An override that is a UUID is the key itself; any other override string is hashed like a
+    canonical remote, so it is still a valid path segment in the pool.
+    """
+    chosen = override.strip()
+    if chosen:
+        try:
+            key = str(uuid.UUID(chosen))
+        except ValueError:
+            key = _key(chosen)
+        return ProjectIdentity(project_key=key, canonical=chosen, derivation="override")
+    if remote is not None and remote.strip():
+        canonical = canonicalize_remote(remote)
+        derivation = "treedx" if canonical.startswith("treedx/") else "remote"
+        return ProjectIdentity(project_key=_key(canonical), canonical=canonical,
+                               derivation=derivation)
+    if path is not None and path.strip():
+        if not os.path.isabs(path):
+            raise UsageError(f"path {path!r} is not absolute", hint="pass an absolute directory")
+        canonical = os.path.normpath(path)
+        return ProjectIdentity(project_key=_key(canonical), canonical=canonical,
+                               derivation="path-derived")
+    raise UsageError("no remote, path or override to derive a projectKey from",
+                     hint="pass --remote URL or --path DIR")
+
+
+def project_slug(identity: ProjectIdentity) -> str:
+    """A human name for the project: the repository (or directory) name."""
+    canonical = identity.canonical.replace("\\", "/").rstrip("/")
+    segment = canonical.rsplit("/", 1)[-1]
+    return segment or identity.project_key

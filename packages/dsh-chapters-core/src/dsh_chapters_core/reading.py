@@ -1,0 +1,228 @@
+"""Reading archived text back: artifacts and chapters, by path or bare sha (§8 "receipts").
+
+Shared by `chapters artifact` and the MCP server's `chapters_read` / `chapters_artifact`.
+- Roots are searched in order (the store first, then the mirror); a miss names every root.
+- Containment: `..`, absolute paths and symlinks that leave a root are refused, never read.
+- Line caps: `artifactReadDefaultLines` (200) by default, `artifactReadMaxLines` (400) at
+  most, and the answer always reports the totals and where the next page starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_chapters_core.config import Config
+from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.ports.search import ContainedTree
+
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRoot:
+    """A root to read from: its name ("store", "mirror"), its workspace-relative directory
+    (`.dsh-chapters`), the tree, and the projectKey its artifact paths carry (mirror)."""
+
+    name: str
+    directory: str
+    tree: ContainedTree
+    project_key: str = ""
+    mirror_layout: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedFile:
+    root: ReadRoot
+    path: str  # root-relative
+
+    @property
+    def display(self) -> str:
+        return f"{self.root.directory}/{self.path}"
+
+
+@dataclass(frozen=True, slots=True)
+class LineSlice:
+    path: str
+    offset: int  # 0-based first line returned
+    lines: tuple[str, ...]
+    total_lines: int
+    limit: int  # the effective limit after the cap
+    capped: bool  # the caller asked for more than `artifactReadMaxLines`
+
+    @property
+    def next_offset(self) -> int | None:
+        end = self.offset + len(self.lines)
+        return end if end < self.total_lines else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "offset": self.offset, "limit": self.limit,
+                "lines": list(self.lines), "returned": len(self.lines),
+                "totalLines": self.total_lines, "nextOffset": self.next_offset,
+                "capped": self.capped}
+
+    def text(self) -> str:
+        end = self.offset + len(self.lines)
+        head = f"{self.path}: lines {self.offset + 1}-{end} of {self.total_lines}"
+        if self.capped:
+            head += f" (capped at {self.limit} lines)"
+        if self.next_offset is not None:
+            head += f"; next: --offset {self.next_offset}"
+        width = len(str(max(end, 1)))
+        body = [f"{n:>{width}}  {line}" for n, line in enumerate(self.lines, start=self.offset + 1)]
+        return "\n".join((head, *body))
+
+
+@dataclass(frozen=True, slots=True)
+class TocEntry:
+    line: int  # 1-based
+    level: int
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toc:
+    path: str
+    total_lines: int
+    entries: tuple[TocEntry, ...]
+    block: int  # without headings: the toc lists one entry per block of this many lines
+
+    def to_json(self) -> dict[str, Any]:
+        entries = [{"line": e.line, "level": e.level, "title": e.title} for e in self.entries]
+        return {"path": self.path, "totalLines": self.total_lines, "entries": entries}
+
+    def text(self) -> str:
+        head = f"{self.path}: {self.total_lines} lines, {len(self.entries)} toc entries"
+        rows = (f"{e.line:>6}  {'  ' * (e.level - 1)}{e.title}" for e in self.entries)
+        return "\n".join((head, *rows))
+
+
+@dataclass(frozen=True, slots=True)
+class LineMatches:
+    path: str
+    query: str
+    matches: tuple[tuple[int, str], ...]  # (1-based line, text)
+    total_matches: int
+    total_lines: int
+    limit: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "query": self.query, "totalLines": self.total_lines,
+                "totalMatches": self.total_matches, "shown": len(self.matches),
+                "matches": [{"line": n, "text": t} for n, t in self.matches]}
+
+    def text(self) -> str:
+        head = (f"{self.path}: {self.total_matches} lines match {self.query!r} "
+                f"(showing {len(self.matches)}) of {self.total_lines} lines")
+        if len(self.matches) < self.total_matches:
+            head += f"; narrow the query or read with --offset {self.matches[-1][0]}"
+        return "\n".join((head, *(f"{n:>6}  {t}" for n, t in self.matches)))
+
+
+def check_relative(ref: str) -> str:
+    """A plain relative path; `..` and absolute paths are refused (containment)."""
+    norm = ref.replace("\\", "/")
+    parts = norm.split("/")
+    if norm.startswith("/") or re.match(r"^[A-Za-z]:", norm) or ".." in parts:
+        raise ChaptersError(f"refused: {ref!r} leaves the archive (absolute or '..')",
+                            hint="pass a path inside .dsh-chapters/ or .dsh-knowledge/, or a sha")
+    return "/".join(p for p in parts if p not in ("", "."))
+
+
+def _candidates(ref: str, root: ReadRoot) -> list[str]:
+    if _SHA.match(ref):
+        if root.mirror_layout:
+            return [f"artifacts/{root.project_key}/{ref[:2]}/{ref}"] if root.project_key else []
+        return [f"artifacts/{ref[:2]}/{ref}.txt"]
+    path = check_relative(ref)
+    prefix = root.directory.rstrip("/") + "/"
+    if path.startswith(prefix):
+        return [path[len(prefix):]]
+    if any(path.startswith(r) for r in (".dsh-chapters/", ".dsh-knowledge/")):
+        return []  # it names the other root
+    return [path]
+
+
+def resolve(ref: str, roots: Sequence[ReadRoot]) -> ResolvedFile:
+    """The first root holding `ref` (a path, workspace- or root-relative, or a bare sha)."""
+    ref = ref.strip()
+    if not ref:
+        raise UsageError("no path or sha given", hint="chapters artifact <path|sha>")
+    for root in roots:
+        for path in _candidates(ref, root):
+            if not path or not root.tree.exists(path):
+                continue
+            if not root.tree.contains(path):
+                raise ChaptersError(
+                    f"refused: {root.directory}/{path} is a symlink that leaves {root.directory}",
+                    hint="only files inside the archive are read")
+            return ResolvedFile(root, path)
+    searched = ", ".join(f"{r.name} ({r.directory})" for r in roots) or "no roots"
+    raise ChaptersError(f"not found: {ref!r}; searched {len(roots)} roots: {searched}",
+                        hint="copy a path from `chapters search`, or pass the artifact's sha256")
+
+
+def read_text(file: ResolvedFile) -> str:
+    return file.root.tree.read(file.path).decode("utf-8", errors="replace")
+
+
+def _limit(limit: int | None, config: Config) -> tuple[int, bool]:
+    wanted = config.artifact_read_default_lines if limit is None else limit
+    if wanted < 1:
+        raise UsageError(f"--limit must be at least 1, got {wanted}",
+                         hint=f"the default is {config.artifact_read_default_lines}")
+    cap = config.artifact_read_max_lines
+    return (cap, True) if wanted > cap else (wanted, False)
+
+
+def read_lines(text: str, *, path: str, config: Config, offset: int = 0,
+               limit: int | None = None) -> LineSlice:
+    if offset < 0:
+        raise UsageError(f"--offset must be 0 or more, got {offset}",
+                         hint="--offset 0 reads from the top")
+    effective, capped = _limit(limit, config)
+    lines = text.splitlines()
+    if offset > len(lines):
+        raise UsageError(f"--offset {offset} is past the end: {path} has {len(lines)} lines",
+                         hint=f"use an offset below {len(lines)}")
+    return LineSlice(path=path, offset=offset, lines=tuple(lines[offset:offset + effective]),
+                     total_lines=len(lines), limit=effective, capped=capped)
+
+
+def table_of_contents(text: str, *, path: str, config: Config) -> Toc:
+    """Markdown headings with line numbers; a file without any gets one entry per block."""
+    lines = text.splitlines()
+    entries: list[TocEntry] = []
+    fenced = False
+    for n, line in enumerate(lines, start=1):
+        if line.startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        match = None if fenced else _HEADING.match(line)
+        if match:
+            entries.append(TocEntry(n, len(match.group(1)), match.group(2)))
+    block = config.artifact_read_default_lines
+    if not entries:
+        for start in range(0, len(lines), block):
+            first = next((s.strip() for s in lines[start:start + block] if s.strip()), "")
+            entries.append(TocEntry(start + 1, 1, first[:80] or "(blank)"))
+    cap = config.artifact_read_max_lines
+    return Toc(path=path, total_lines=len(lines), entries=tuple(entries[:cap]), block=block)
+
+
+def search_lines(text: str, query: str, *, path: str, config: Config,
+                 limit: int | None = None) -> LineMatches:
+    """Lines containing every word of `query` (case-insensitive), capped like a read."""
+    words = [w for w in query.casefold().split() if w]
+    if not words:
+        raise UsageError("artifact search needs words",
+                         hint="chapters artifact <ref> search <words>")
+    effective, _ = _limit(limit, config)
+    lines = text.splitlines()
+    hits = [(n, line) for n, line in enumerate(lines, start=1)
+            if all(w in line.casefold() for w in words)]
+    return LineMatches(path=path, query=query, matches=tuple(hits[:effective]),
+                       total_matches=len(hits), total_lines=len(lines), limit=effective)

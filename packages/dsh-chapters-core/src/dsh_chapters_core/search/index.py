@@ -1,0 +1,571 @@
+"""Layer 2 of the index (§10.2): topic shards and the build manifest, derived and incremental.
+
+- `index/<topic-slug>.md`: one shard per canonical topic. A header line (topic, count,
+  last-updated) then `date | title | path | (kind) | recency-hint` lines sorted by path. Every
+  byte is a function of the corpus and the curation facts (never of the clock or the machine):
+  last-updated is the newest date in the shard and the recency hint is an age against it.
+- `index/manifest.json`: per input file the content hash processed, and what the shards need
+  from it, plus the hash of every shard. One input a line, so git diffs stay readable.
+
+An update reads only new or changed inputs (O(delta)); a full rebuild reads everything and
+gives byte-identical files: both render shards from the same records with the same function.
+A derived file found divergent (hand-edited, or a different build pulled) is re-rendered,
+never merged (§3.3, §5.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from dsh_chapters_core.curation import FactLog, FactType, merge_logs
+from dsh_chapters_core.documents import Document, DocumentKind
+from dsh_chapters_core.pool_layout import CURATION_FILE, is_session_id
+from dsh_chapters_core.ports.search import DerivedTree, DocumentReader
+from dsh_chapters_core.ports.store import FileTree
+from dsh_chapters_core.search.aliases import AliasMap, slugify
+from dsh_chapters_core.search.vocabulary import VOCABULARY_PATH, vocabulary_document
+
+INDEX_DIR = "index/"
+MANIFEST_PATH = "index/manifest.json"
+MANIFEST_VERSION = 1
+_NUMBERED_MD = re.compile(r"^[0-9]{3,}-[^/]*\.md$")
+_KEY_LINE = re.compile(rb'"key": "([0-9a-f]{64})"')
+# A file name must stay under the filesystem's 255-byte limit; longer slugs get a digest tail.
+_SLUG_FILE_BYTES = 120
+
+
+class DoorLayout(enum.StrEnum):
+    """Where documents live under a door's root (§2.2 pool, §3.1 store)."""
+
+    STORE = "store"  # <sid>/chapters/NNN-x.md, rules/<h>/NNN-c-x.md
+    MIRROR = "mirror"  # chapters/<pk>/<sid>/NNN-x.md, rules/<pk>/<h>/NNN-c-x.md
+
+
+def is_document_path(layout: DoorLayout, path: str) -> bool:
+    parts = path.split("/")
+    if layout is DoorLayout.STORE:
+        if len(parts) == 3 and parts[0] == "rules":
+            return parts[2].endswith(".md") and not parts[2].startswith(".")
+        return (len(parts) == 3 and parts[1] == "chapters" and is_session_id(parts[0])
+                and bool(_NUMBERED_MD.match(parts[2])))
+    if len(parts) == 4 and parts[0] == "rules":
+        return parts[3].endswith(".md") and not parts[3].startswith(".")
+    return len(parts) == 4 and parts[0] == "chapters" and bool(_NUMBERED_MD.match(parts[3]))
+
+
+def document_prefixes(layout: DoorLayout) -> tuple[str, ...]:
+    return ("",) if layout is DoorLayout.STORE else ("chapters/", "rules/")
+
+
+def path_project(layout: DoorLayout, path: str) -> str:
+    """The projectKey a mirror path names (`chapters/<pk>/…`); "" in the store."""
+    parts = path.split("/")
+    return parts[1] if layout is DoorLayout.MIRROR and len(parts) >= 3 else ""
+
+
+def path_session(layout: DoorLayout, path: str) -> str:
+    parts = path.split("/")
+    if parts[0] == "rules":
+        return ""
+    if layout is DoorLayout.STORE:
+        return parts[0]
+    return parts[2] if len(parts) >= 4 else ""
+
+
+def document_identity(path: str) -> str:
+    """The same chapter's name in both layouts: `<sid>/<file>`, or `<harnessId>/<file>` for rules.
+
+    `topic-pin` facts travel through the pool, so a pin written against a store path must
+    find the mirror copy too.
+    """
+    parts = path.split("/")
+    if parts[0] == "rules" and len(parts) >= 3:
+        return f"{parts[-2]}/{parts[-1]}"
+    if len(parts) == 3 and parts[1] == "chapters":
+        return f"{parts[0]}/{parts[2]}"
+    if len(parts) == 4 and parts[0] == "chapters":
+        return f"{parts[2]}/{parts[3]}"
+    return path
+
+
+def list_documents(tree: FileTree, layout: DoorLayout) -> list[str]:
+    found: list[str] = []
+    for prefix in document_prefixes(layout):
+        found.extend(p for p in tree.list(prefix) if is_document_path(layout, p))
+    return sorted(set(found))
+
+
+class SplitTree:
+    """Documents from one tree, derived files (`index/`, `topics/`) in another.
+
+    The pool mirror is transport: a file the provider did not commit makes it dirty (it is
+    then moved aside and rebuilt), so search never writes into it. Its derived index lives in
+    a machine-local directory instead; sync stages the same bytes when it publishes them.
+    """
+
+    DERIVED = (INDEX_DIR, "topics/")
+
+    def __init__(self, documents: DerivedTree, derived: DerivedTree) -> None:
+        self.documents = documents
+        self.derived = derived
+        self.root = documents.root
+
+    def _side(self, path: str) -> DerivedTree:
+        return self.derived if path.startswith(self.DERIVED) else self.documents
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        if prefix.startswith(self.DERIVED):
+            return self.derived.list(prefix)
+        own = [p for p in self.documents.list(prefix) if not p.startswith(self.DERIVED)]
+        derived = [p for d in self.DERIVED if d.startswith(prefix) for p in self.derived.list(d)]
+        return iter(sorted(own + derived))
+
+    def exists(self, path: str) -> bool:
+        return self._side(path).exists(path)
+
+    def read(self, path: str) -> bytes:
+        return self._side(path).read(path)
+
+    def digest(self, path: str) -> str:
+        return self._side(path).digest(path)
+
+    def write(self, path: str, data: bytes) -> None:
+        if not path.startswith(self.DERIVED):
+            raise ValueError(f"the index writes only derived files, not {path!r}")
+        self.derived.write(path, data)
+
+    def remove(self, path: str) -> None:
+        if path.startswith(self.DERIVED):
+            self.derived.remove(path)
+
+    def fingerprint(self, path: str) -> str:
+        return self._side(path).fingerprint(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer 1 as the index reads it
+
+
+@dataclass(frozen=True, slots=True)
+class Curation:
+    """Every machine's facts under a door, and what the index derives from them."""
+
+    log: FactLog
+    digests: tuple[tuple[str, str], ...]  # (harness id, sha256 of its edits file)
+    aliases: AliasMap
+    pins: tuple[tuple[str, tuple[str, ...]], ...]  # (document identity, pinned canonical topics)
+
+    @property
+    def key(self) -> str:
+        """What shards depend on: the alias table and the pins (not notes, not rule status)."""
+        text = self.aliases.key + "\n" + json.dumps(self.pins, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def pins_of(self, path: str) -> tuple[str, ...]:
+        return dict(self.pins).get(document_identity(path), ())
+
+
+def edits_paths(tree: FileTree) -> list[str]:
+    return [p for p in tree.list("edits/")
+            if p.count("/") == 2 and p.endswith("/" + CURATION_FILE)]
+
+
+def read_curation(tree: FileTree) -> Curation:
+    """Parse `edits/*/curation.jsonl`; malformed lines are skipped and counted (§10.1)."""
+    texts: dict[str, str] = {}
+    digests: list[tuple[str, str]] = []
+    for path in edits_paths(tree):
+        harness = path.split("/")[1]
+        data = tree.read(path)
+        texts[harness] = data.decode("utf-8", errors="replace")
+        digests.append((harness, hashlib.sha256(data).hexdigest()))
+    log = merge_logs(texts)
+    aliases = AliasMap.from_facts(log.facts)
+    pinned: dict[str, set[str]] = {}
+    for fact in log.facts:
+        if fact.type is FactType.TOPIC_PIN:
+            topic = aliases.canonical(str(fact.get("topic", "")))
+            target = str(fact.get("path", ""))
+            if topic and target:
+                pinned.setdefault(document_identity(target), set()).add(topic)
+    pins = tuple(sorted((k, tuple(sorted(v))) for k, v in pinned.items()))
+    return Curation(log=log, digests=tuple(sorted(digests)), aliases=aliases, pins=pins)
+
+
+# ---------------------------------------------------------------------------------------------
+# The manifest
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRecord:
+    """What the index keeps of one input: enough to render its shard lines without a re-read."""
+
+    path: str
+    sha256: str
+    kind: str = ""  # "" marks a file that did not parse (skipped, counted, not re-read)
+    title: str = ""
+    date: str = ""
+    project: str = ""
+    topics: tuple[str, ...] = ()  # slugified labels as the file has them (before aliases)
+
+    @property
+    def skipped(self) -> bool:
+        return not self.kind
+
+    def to_json(self) -> dict[str, Any]:
+        return {"date": self.date, "kind": self.kind, "project": self.project,
+                "sha256": self.sha256, "title": self.title, "topics": list(self.topics)}
+
+
+def normalize_document(layout: DoorLayout, path: str, doc: Document) -> Document:
+    """The door decides a document's path and, in the mirror, its project (the directory)."""
+    project = path_project(layout, path) or doc.project_key
+    session = doc.session_id or path_session(layout, path)
+    if doc.path == path and doc.project_key == project and doc.session_id == session:
+        return doc
+    return dataclasses.replace(doc, path=path, project_key=project, session_id=session)
+
+
+def record_of(path: str, sha: str, doc: Document | None) -> IndexRecord:
+    if doc is None:
+        return IndexRecord(path=path, sha256=sha)
+    topics = tuple(dict.fromkeys(s for s in (slugify(t) for t in doc.topics) if s))
+    return IndexRecord(path=path, sha256=sha, kind=str(doc.kind), title=" ".join(doc.title.split()),
+                       date=doc.date, project=doc.project_key, topics=topics)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexManifest:
+    inputs: Mapping[str, IndexRecord] = field(default_factory=dict)
+    edits: tuple[tuple[str, str], ...] = ()
+    shards: Mapping[str, str] = field(default_factory=dict)  # shard path -> sha256
+    curation: str = ""  # Curation.key the shards were built under
+    key: str = ""
+
+    def body(self) -> str:
+        """Everything but the key line; the key is the sha256 of this text."""
+        lines = [f'"curation": {json.dumps(self.curation)},',
+                 f'"edits": {json.dumps(dict(self.edits), sort_keys=True)},',
+                 '"inputs": {']
+        inputs = [f"{json.dumps(p, ensure_ascii=False)}: "
+                  f"{json.dumps(self.inputs[p].to_json(), ensure_ascii=False, sort_keys=True)}"
+                  for p in sorted(self.inputs)]
+        lines.append(",\n".join(inputs))
+        lines.append("},")
+        lines.append('"shards": {')
+        lines.append(",\n".join(f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
+                                for p, s in sorted(self.shards.items())))
+        lines.append("},")
+        lines.append(f'"version": {MANIFEST_VERSION}')
+        return "\n".join(line for line in lines if line) + "\n"
+
+    def with_key(self) -> IndexManifest:
+        key = hashlib.sha256(self.body().encode("utf-8")).hexdigest()
+        return IndexManifest(self.inputs, self.edits, self.shards, self.curation, key)
+
+    def dump(self) -> bytes:
+        return (f'{{\n"key": "{self.key}",\n' + self.body() + "}\n").encode("utf-8")
+
+
+def load_manifest(tree: FileTree) -> IndexManifest | None:
+    """The manifest, or None if it is missing or unreadable (then the update is a rebuild)."""
+    if not tree.exists(MANIFEST_PATH):
+        return None
+    try:
+        data = json.loads(tree.read(MANIFEST_PATH))
+        if data.get("version") != MANIFEST_VERSION:
+            return None
+        inputs = {
+            path: IndexRecord(path=path, sha256=str(r["sha256"]), kind=str(r.get("kind", "")),
+                              title=str(r.get("title", "")), date=str(r.get("date", "")),
+                              project=str(r.get("project", "")),
+                              topics=tuple(str(t) for t in r.get("topics", ())))
+            for path, r in data["inputs"].items()
+        }
+        manifest = IndexManifest(
+            inputs=inputs,
+            edits=tuple(sorted((str(k), str(v)) for k, v in data.get("edits", {}).items())),
+            shards={str(k): str(v) for k, v in data.get("shards", {}).items()},
+            curation=str(data.get("curation", "")),
+            key=str(data.get("key", "")),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return manifest if manifest.with_key().key == manifest.key else None
+
+
+def manifest_key(tree: FileTree) -> str:
+    """The manifest's key from its first line, without parsing the whole file."""
+    if not tree.exists(MANIFEST_PATH):
+        return ""
+    match = _KEY_LINE.search(tree.read(MANIFEST_PATH)[:200])
+    return match.group(1).decode("ascii") if match else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Shards
+
+
+def shard_path(topic: str) -> str:
+    slug = topic
+    if len(slug.encode("utf-8")) > _SLUG_FILE_BYTES:
+        digest = hashlib.sha256(slug.encode("utf-8")).hexdigest()[:12]
+        slug = slug.encode("utf-8")[:_SLUG_FILE_BYTES - 13].decode("utf-8", "ignore") + "-" + digest
+    return f"{INDEX_DIR}{slug}.md"
+
+
+def _day(date: str) -> datetime | None:
+    try:
+        return datetime.strptime(date[:10], "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def recency_hint(date: str, newest: str) -> str:
+    """Age against the shard's newest entry (a pure function of the shard, never the clock)."""
+    then, last = _day(date), _day(newest)
+    if then is None or last is None:
+        return "-"
+    days = max(0, (last - then).days)
+    if days < 14:
+        return f"{days}d"
+    if days < 60:
+        return f"{days // 7}w"
+    if days < 730:
+        return f"{days // 30}mo"
+    return f"{days // 365}y"
+
+
+def render_shard(topic: str, records: Iterable[IndexRecord]) -> bytes:
+    rows = sorted(records, key=lambda r: r.path)
+    dated = [r.date[:10] for r in rows if _day(r.date) is not None]
+    newest = max(dated) if dated else ""
+    lines = [f"# topic: {topic} · count: {len(rows)} · last-updated: {newest or '-'}"]
+    for r in rows:
+        date = r.date[:10] if r.date else "-"
+        lines.append(f"{date} | {r.title} | {r.path} | ({r.kind}) | {recency_hint(r.date, newest)}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def shard_member_paths(data: bytes) -> list[str]:
+    """The paths a shard lists (the topic filter reads a whole shard, §8.1)."""
+    paths: list[str] = []
+    for line in data.decode("utf-8", errors="replace").splitlines()[1:]:
+        fields = line.split(" | ")
+        if len(fields) >= 5:
+            paths.append(fields[-3])
+    return paths
+
+
+def canonical_topics(record: IndexRecord, curation: Curation) -> tuple[str, ...]:
+    lookup = curation.aliases.lookup
+    topics = {lookup.get(t, t) for t in record.topics}
+    topics.update(curation.pins_of(record.path))
+    return tuple(sorted(topics))
+
+
+# ---------------------------------------------------------------------------------------------
+# The update
+
+
+@dataclass(frozen=True, slots=True)
+class IndexUpdate:
+    manifest: IndexManifest
+    curation: Curation
+    rebuilt: bool
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # inputs that did not parse as documents
+    shards_written: tuple[str, ...] = ()
+    shards_removed: tuple[str, ...] = ()
+    divergent: tuple[str, ...] = ()  # derived files found divergent and re-rendered
+    loaded: tuple[tuple[Document, str], ...] = ()  # (document, sha256) of what was read
+    prior_key: str = ""  # the manifest key before this update ("" on a rebuild)
+    fingerprints: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def shard_count(self) -> int:
+        return len(self.manifest.shards)
+
+
+def update_index(
+    tree: DerivedTree,
+    *,
+    layout: DoorLayout,
+    reader: DocumentReader,
+    fingerprints: Mapping[str, str] | None = None,
+    rebuild: bool = False,
+    changed: Iterable[str] | None = None,
+) -> IndexUpdate:
+    """Bring `index/` and `topics/vocabulary.json` up to date under `tree`'s root.
+
+    `fingerprints` are the machine-local change tokens of the last update (path -> token);
+    an input whose token is unchanged is not read. `changed` narrows the scan to paths a
+    caller knows it wrote (archive, copy-in); without it every document path is listed.
+    `rebuild` ignores the manifest: the recovery path, byte-identical to incremental.
+    """
+    curation = read_curation(tree)
+    prior = None if rebuild else load_manifest(tree)
+    tokens: dict[str, str] = dict(fingerprints or {}) if prior is not None else {}
+    records: dict[str, IndexRecord] = dict(prior.inputs) if prior is not None else {}
+
+    if changed is None or prior is None:
+        listed = list_documents(tree, layout)
+        listed_set = set(listed)
+        removed = sorted(p for p in records if p not in listed_set)
+        candidates: Sequence[str] = listed
+    else:
+        wanted = sorted({p for p in changed if is_document_path(layout, p)})
+        removed = [p for p in wanted if p in records and not tree.exists(p)]
+        candidates = [p for p in wanted if p not in removed and tree.exists(p)]
+
+    added: list[str] = []
+    updated: list[str] = []
+    skipped: list[str] = []
+    loaded: list[tuple[Document, str]] = []
+    old_records: dict[str, IndexRecord] = {}
+    for path in candidates:
+        token = tree.fingerprint(path)
+        old = records.get(path)
+        if old is not None and token and tokens.get(path) == token:
+            continue
+        data = tree.read(path)
+        sha = hashlib.sha256(data).hexdigest()
+        tokens[path] = token
+        if old is not None and old.sha256 == sha:
+            continue
+        parsed = reader.parse(path, data)
+        doc = normalize_document(layout, path, parsed) if parsed is not None else None
+        record = record_of(path, sha, doc)
+        if doc is None:
+            skipped.append(path)
+        else:
+            loaded.append((doc, sha))
+        if old is None:
+            added.append(path)
+        else:
+            updated.append(path)
+            old_records[path] = old
+        records[path] = record
+    for path in removed:
+        old_records[path] = records.pop(path)
+        tokens.pop(path, None)
+
+    # Which shards to render: all of them when the curation facts changed, else the delta's.
+    everything = prior is None or prior.curation != curation.key
+    affected: set[str] = set()
+    if not everything:
+        for old in old_records.values():
+            affected.update(canonical_topics(old, curation))
+        for path in (*added, *updated):
+            affected.update(canonical_topics(records[path], curation))
+    shards: dict[str, str] = {} if everything else dict(prior.shards if prior else {})
+    divergent: list[str] = []
+    if not everything and prior is not None:
+        for shard, sha in prior.shards.items():
+            token = tree.fingerprint(shard)
+            if token and tokens.get(shard) == token:
+                continue
+            if not token or tree.digest(shard) != sha:
+                divergent.append(shard)  # §3.3: rebuild a divergent derived file, never merge
+                affected.add(shard[len(INDEX_DIR):-len(".md")])
+            else:
+                tokens[shard] = token
+
+    members = _shard_members(records.values(), curation, None if everything else affected)
+    rendered = {shard_path(t): render_shard(t, rs) for t, rs in members.items()}
+    if not everything:
+        for topic in affected:
+            path = shard_path(topic)
+            if path not in rendered:
+                shards.pop(path, None)
+
+    written: list[str] = []
+    for path, data in sorted(rendered.items()):
+        sha = hashlib.sha256(data).hexdigest()
+        shards[path] = sha
+        token = tree.fingerprint(path)
+        same = prior is not None and prior.shards.get(path) == sha
+        if same and token and tokens.get(path) == token:
+            continue  # on disk as we last wrote it, and the same content
+        if not token or tree.digest(path) != sha:
+            tree.write(path, data)
+            written.append(path)
+            token = tree.fingerprint(path)
+        tokens[path] = token
+    removed_shards: list[str] = []
+    for path in tree.list(INDEX_DIR):
+        if path.endswith(".md") and path.count("/") == 1 and path not in shards:
+            tree.remove(path)
+            tokens.pop(path, None)
+            removed_shards.append(path)
+            if prior is not None and path not in prior.shards:
+                divergent.append(path)  # a stray shard no build produced
+
+    manifest = IndexManifest(inputs=records, edits=curation.digests, shards=shards,
+                             curation=curation.key).with_key()
+    if prior is None or prior.key != manifest.key or not tree.exists(MANIFEST_PATH):
+        tree.write(MANIFEST_PATH, manifest.dump())
+    # topics/vocabulary.json is derived from the alias facts alone (§6.3).
+    token = tree.fingerprint(VOCABULARY_PATH)
+    if everything or not token or tokens.get(VOCABULARY_PATH) != token:
+        vocabulary = vocabulary_document(curation.aliases)
+        if not token or tree.digest(VOCABULARY_PATH) != hashlib.sha256(vocabulary).hexdigest():
+            tree.write(VOCABULARY_PATH, vocabulary)
+        tokens[VOCABULARY_PATH] = tree.fingerprint(VOCABULARY_PATH)
+    return IndexUpdate(
+        manifest=manifest,
+        curation=curation,
+        rebuilt=prior is None,
+        added=tuple(added),
+        changed=tuple(updated),
+        removed=tuple(removed),
+        skipped=tuple(skipped),
+        shards_written=tuple(written),
+        shards_removed=tuple(sorted(removed_shards)),
+        divergent=tuple(sorted(set(divergent))),
+        loaded=tuple(loaded),
+        prior_key=prior.key if prior is not None else "",
+        fingerprints=tokens,
+    )
+
+
+def _shard_members(
+    records: Iterable[IndexRecord], curation: Curation, only: set[str] | None
+) -> dict[str, list[IndexRecord]]:
+    """Topic -> records, for every topic (`only` None) or just the affected ones."""
+    lookup = curation.aliases.lookup
+    pinned = dict(curation.pins)
+    members: dict[str, list[IndexRecord]] = {}
+    for record in records:
+        if record.skipped:
+            continue
+        if only is None or pinned:
+            topics: Iterable[str] = canonical_topics(record, curation)
+        else:
+            topics = {lookup.get(t, t) for t in record.topics}
+        for topic in topics:
+            if only is None or topic in only:
+                members.setdefault(topic, []).append(record)
+    return members
+
+
+def record_topic_sets(manifest: IndexManifest, curation: Curation) -> list[tuple[str, ...]]:
+    """Canonical topics of every parsed input (the vocabulary's co-occurrence input)."""
+    return [canonical_topics(r, curation) for r in manifest.inputs.values() if not r.skipped]
+
+
+def kind_of(record: IndexRecord) -> DocumentKind | None:
+    try:
+        return DocumentKind(record.kind)
+    except ValueError:
+        return None

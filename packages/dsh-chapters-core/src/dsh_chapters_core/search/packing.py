@@ -1,0 +1,182 @@
+"""Packing a ranked list to the caller's token budget (§8.1). Refuse with numbers, never clip.
+
+Lines read `score | date | kind | title | path (topics: …)`, most relevant first, until the
+next line would overrun `max_tokens`. The answer says `total` and `shown`, so the caller knows
+to ask again with a larger budget. If not even the first line fits, packing refuses and says
+how many tokens that line needs (§1 invariant 2).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_chapters_core.config import Config
+from dsh_chapters_core.documents import DocumentKind
+from dsh_chapters_core.errors import RefusalError
+from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.scorer import ScoredEntry
+
+
+class AnswerStatus(enum.StrEnum):
+    """"Nothing matched" and "nothing here" are different answers (search.md)."""
+
+    OK = "ok"
+    NO_MATCH = "no-match"  # the archive has documents; the query missed them all
+    EMPTY = "empty"  # the workspace holds no archive at all
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    requested: int
+    used: int
+    remaining: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"requested": self.requested, "used": self.used, "remaining": self.remaining}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchAnswer:
+    matches: tuple[ScoredEntry, ...]  # the shown matches, best first
+    shown: int
+    total: int
+    budget: Budget
+    door: str
+    lines: tuple[str, ...]
+    status: AnswerStatus = AnswerStatus.OK
+    path_prefix: str = ""  # what makes a door-relative path workspace-relative
+    searched: int = 0  # documents the door holds (in scope), for the "no-match" message
+
+    def to_json(self) -> dict[str, Any]:
+        """`{matches:[{score,date,kind,title,path,topics}], shown, total, budget, door}`."""
+        return {
+            "matches": [match_json(m, self.path_prefix) for m in self.matches],
+            "shown": self.shown,
+            "total": self.total,
+            "budget": self.budget.to_json(),
+            "door": self.door,
+            "status": str(self.status),
+        }
+
+    def text(self) -> str:
+        if self.status is AnswerStatus.EMPTY:
+            return f"nothing here: the {self.door} holds no archive yet (status: empty)"
+        if self.status is AnswerStatus.NO_MATCH:
+            return (
+                f"no match: {self.searched} documents in the {self.door}, none matched "
+                "(status: no-match)"
+            )
+        head = (
+            f"shown {self.shown} of {self.total} · {self.budget.used}/{self.budget.requested} "
+            f"tokens · door: {self.door}"
+        )
+        if self.shown < self.total:
+            head += " · raise --max-tokens for more"
+        return "\n".join((head, *self.lines))
+
+
+class SearchRefusal(RefusalError):
+    """Not even the best match fits the budget. The numbers are attributes for callers."""
+
+    def __init__(self, *, needed: int, requested: int, total: int) -> None:
+        super().__init__(
+            f"search refused: the best match alone needs {needed} tokens, the budget is "
+            f"{requested} tokens ({total} matches found, none shown)",
+            hint=f"ask again with --max-tokens {needed} or more",
+        )
+        self.needed = needed
+        self.requested = requested
+        self.total = total
+
+
+def _date(entry_date: str) -> str:
+    return entry_date[:10] if entry_date else "-"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _score(score: float) -> str:
+    return f"{score:.2f}"
+
+
+def render_line(scored: ScoredEntry, path_prefix: str = "") -> str:
+    """`score | date | kind | title | path (topics: …)`; a stitched entry cites every member."""
+    e = scored.entry
+    paths = " + ".join(f"{path_prefix}{p}" for p in e.cited_paths)
+    topics = ", ".join(e.topics) if e.topics else "-"
+    return (
+        f"{_score(scored.score)} | {_date(e.date)} | {e.kind} | {_one_line(e.title)} | "
+        f"{paths} (topics: {topics})"
+    )
+
+
+def match_json(scored: ScoredEntry, path_prefix: str = "") -> dict[str, Any]:
+    e = scored.entry
+    data: dict[str, Any] = {
+        "score": round(scored.score, 4),
+        "date": _date(e.date),
+        "kind": str(e.kind),
+        "title": _one_line(e.title),
+        "path": f"{path_prefix}{e.path}",
+        "topics": list(e.topics),
+    }
+    if e.members:
+        data["members"] = [f"{path_prefix}{p}" for p in e.members]
+    return data
+
+
+def max_lines(max_tokens: int, config: Config, path_prefix: str = "") -> int:
+    """The most lines any answer can show within `max_tokens`: every line costs at least as
+    much as the shortest line `render_line` can produce. A cache that hands over the best
+    `max_lines` entries (or more) therefore hands over every line that can be shown."""
+    shortest = ScoredEntry(0.0, SearchEntry(path="x", kind=DocumentKind.RULE, title=""))
+    cost = config.estimate_tokens(render_line(shortest, path_prefix) + "\n")
+    return max_tokens // max(cost, 1) + 1
+
+
+def pack_results(
+    scored: Sequence[ScoredEntry],
+    *,
+    max_tokens: int,
+    config: Config,
+    door: str = "",
+    path_prefix: str = "",
+    status: AnswerStatus | None = None,
+    searched: int = 0,
+    total: int | None = None,
+) -> SearchAnswer:
+    """Greedy, in rank order, stopping at the first line that does not fit (no reordering).
+
+    `total` is the number of matches when `scored` holds only the best of them (a cache that
+    returned the top `max_lines`); it defaults to `len(scored)`.
+    """
+    total = len(scored) if total is None else total
+    lines: list[str] = []
+    used = 0
+    for item in scored:
+        line = render_line(item, path_prefix)
+        cost = config.estimate_tokens(line + "\n")
+        if used + cost > max_tokens:
+            if not lines:
+                raise SearchRefusal(needed=cost, requested=max_tokens, total=total)
+            break
+        lines.append(line)
+        used += cost
+    shown = len(lines)
+    final = status or (AnswerStatus.OK if scored else AnswerStatus.NO_MATCH)
+    return SearchAnswer(
+        matches=tuple(scored[:shown]),
+        shown=shown,
+        total=total,
+        budget=Budget(requested=max_tokens, used=used, remaining=max_tokens - used),
+        door=door,
+        lines=tuple(lines),
+        status=final,
+        path_prefix=path_prefix,
+        searched=searched,
+    )

@@ -1,0 +1,131 @@
+"""`rank_entries`: the ONE scorer, for every door and every kind (§8, search.md "Two doors").
+
+Lexical, deterministic, inspectable. Per distinct query term: a topic hit scores
+`searchTopicWeight` (2), a title hit `searchTitleWeight` (1), a summary hit
+`searchSummaryWeight` (1) (a rule's body is its summary). A category hit adds
+`searchCategoryBonus` (1.5) once. A rule that is core on THIS machine gets `rulesCoreBonus`
+(0.15) at query time only, never in a shared shard. An entry that matches no term never ranks.
+Order: score, then recency (newest first; it only breaks ties), then path: a total order, so
+the same corpus and query give the same list on every machine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dsh_chapters_core.config import Config
+from dsh_chapters_core.documents import Document, DocumentKind
+from dsh_chapters_core.search.aliases import EMPTY_ALIASES, AliasMap
+from dsh_chapters_core.search.entries import SearchEntry, date_key, entry_from_document
+
+_SECONDS_PER_DAY = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalWeights:
+    """The scorer's weights, for a cache that bounds scores before `rank_entries` decides."""
+
+    topic: float
+    title: float
+    summary: float
+    category: float
+
+    @classmethod
+    def of(cls, config: Config) -> LexicalWeights:
+        return cls(config.search_topic_weight, config.search_title_weight,
+                   config.search_summary_weight, config.search_category_bonus)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredEntry:
+    """An entry with its score and the hits that make it up (the score is inspectable)."""
+
+    score: float
+    entry: SearchEntry
+    topic_hits: int = 0
+    title_hits: int = 0
+    summary_hits: int = 0
+    category_hit: bool = False
+    core_bonus: float = 0.0
+    recency: float = 0.0  # 2^(-age/half-life) against `now_hint`; reported, never ranked on
+
+    @property
+    def sort_key(self) -> tuple[float, float, str]:
+        return (-self.score, -self.entry.date_key, self.entry.path)
+
+
+def is_core_rule(entry: SearchEntry, core_rule_ids: frozenset[str]) -> bool:
+    """Core on this machine: the rule's id (`<harnessId>/<NNN>`) or its path is in the set."""
+    return entry.kind is DocumentKind.RULE and (
+        entry.rule_id in core_rule_ids or entry.path in core_rule_ids
+    )
+
+
+def rank_entries(
+    entries: Iterable[SearchEntry | Document],
+    query: str | Iterable[str],
+    *,
+    config: Config,
+    aliases: AliasMap = EMPTY_ALIASES,
+    core_rule_ids: frozenset[str] = frozenset(),
+    now_hint: str = "",
+) -> tuple[ScoredEntry, ...]:
+    """Every entry that matches at least one query term, best first (total, stable order).
+
+    `query` is the raw query text, or terms already canonicalized with the same `aliases`.
+    Documents are turned into entries under `aliases`; entries are taken as built.
+    """
+    terms = (
+        aliases.query_terms(query) if isinstance(query, str) else tuple(dict.fromkeys(query))
+    )
+    if not terms:
+        return ()
+    wanted = frozenset(terms)
+    w_topic = config.search_topic_weight
+    w_title = config.search_title_weight
+    w_summary = config.search_summary_weight
+    w_category = config.search_category_bonus
+    w_core = config.rules_core_bonus
+    now = date_key(now_hint) if now_hint else 0.0
+    half_life = config.search_recency_half_life_days * _SECONDS_PER_DAY
+    out: list[ScoredEntry] = []
+    for item in entries:
+        entry = (
+            item if isinstance(item, SearchEntry) else entry_from_document(item, aliases=aliases)
+        )
+        t_topic, t_title, t_summary, t_cat = (
+            entry.topic_terms, entry.title_terms, entry.summary_terms, entry.category_terms
+        )
+        if (
+            wanted.isdisjoint(t_topic)
+            and wanted.isdisjoint(t_title)
+            and wanted.isdisjoint(t_summary)
+            and wanted.isdisjoint(t_cat)
+        ):
+            continue  # §8: a fresh file that matched no term never ranks
+        topic = title = summary = 0
+        category = False
+        for term in terms:
+            if term in t_topic:
+                topic += 1
+            if term in t_title:
+                title += 1
+            if term in t_summary:
+                summary += 1
+            if term in t_cat:
+                category = True
+        core = w_core if is_core_rule(entry, core_rule_ids) else 0.0
+        # One fixed expression, one fixed order: the same float on every machine.
+        score = topic * w_topic + title * w_title + summary * w_summary
+        if category:
+            score += w_category
+        score = round(score + core, 9)
+        recency = 0.0
+        if now and entry.date_key:
+            age = max(0.0, now - entry.date_key)
+            recency = math.pow(2.0, -age / half_life)
+        out.append(ScoredEntry(score, entry, topic, title, summary, category, core, recency))
+    out.sort(key=lambda s: (-s.score, -s.entry.date_key, s.entry.path))
+    return tuple(out)

@@ -1,0 +1,566 @@
+"""The search use case: two doors, one scorer (search.md "Two doors, one scorer", §8).
+
+The pool mirror answers when the project is linked and pulled (`.dsh-knowledge/` exists);
+otherwise, or when the mirror had no match, the local store does. The answer names its door.
+"Nothing matched" (documents exist, the query missed) and "nothing here" (no archive at all)
+are different statuses. By default only the caller's projectKey is searched.
+
+With a `SearchCache`, candidates come from the cache and `rank_entries` scores them exactly;
+without one, every document is read (the plain full scan the cache is tested against).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_chapters_core.config import Config
+from dsh_chapters_core.curation import CurationFact, FactLog, FactType, make_fact
+from dsh_chapters_core.documents import Document
+from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.pool_layout import CURATION_FILE
+from dsh_chapters_core.ports.search import DerivedTree, DocumentReader, SearchCache
+from dsh_chapters_core.ports.store import FileTree
+from dsh_chapters_core.search.aliases import slugify
+from dsh_chapters_core.search.entries import SearchEntry, entry_from_document, make_entry
+from dsh_chapters_core.search.index import (
+    INDEX_DIR,
+    MANIFEST_PATH,
+    Curation,
+    DoorLayout,
+    IndexManifest,
+    IndexUpdate,
+    list_documents,
+    load_manifest,
+    manifest_key,
+    normalize_document,
+    read_curation,
+    record_topic_sets,
+    shard_member_paths,
+    shard_path,
+    update_index,
+)
+from dsh_chapters_core.search.packing import AnswerStatus, SearchAnswer, max_lines, pack_results
+from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry, rank_entries
+from dsh_chapters_core.search.stitching import is_legacy_fragment, stitch_fragments
+from dsh_chapters_core.search.vocabulary import (
+    VOCABULARY_PATH,
+    VocabularyCandidate,
+    vocabulary_candidates,
+)
+
+STATUS_PATH = "cache/search-status.json"  # machine-local, under the store root
+
+
+class DoorName(enum.StrEnum):
+    MIRROR = "mirror"
+    STORE = "store"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchDoor:
+    """One corpus: its tree, how to read it, and its optional cache.
+
+    `prefix` turns a door-relative path into a workspace-relative one (`.dsh-chapters/`),
+    so every returned path opens with a plain `read`. `state` is the store tree, where the
+    machine-local change tokens live (`state_path`), never the mirror.
+    """
+
+    name: DoorName
+    layout: DoorLayout
+    tree: DerivedTree
+    reader: DocumentReader
+    prefix: str = ""
+    cache: SearchCache | None = None
+    state: FileTree | None = None
+    state_path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    query: str
+    max_tokens: int | None = None
+    topic: str = ""
+    cross_project: bool = False
+    project_key: str = ""  # the caller's; "" searches every project
+
+
+@dataclass(frozen=True, slots=True)
+class DoorRanking:
+    door: SearchDoor
+    ranked: tuple[ScoredEntry, ...]  # all matches, or at least the best `limit` of them
+    total: int  # every match
+    documents: int  # documents the door holds, any project (counted only when none ranked)
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshReport:
+    door: DoorName
+    update: IndexUpdate
+    candidates: tuple[VocabularyCandidate, ...] = ()
+    applied: tuple[CurationFact, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        u = self.update
+        return {
+            "door": str(self.door),
+            "rebuilt": u.rebuilt,
+            "documents": sum(1 for r in u.manifest.inputs.values() if not r.skipped),
+            "added": len(u.added),
+            "changed": len(u.changed),
+            "removed": len(u.removed),
+            "skipped": list(u.skipped),
+            "shards": u.shard_count,
+            "shardsWritten": len(u.shards_written),
+            "shardsRemoved": len(u.shards_removed),
+            "divergent": list(u.divergent),
+            "malformedFacts": u.curation.log.malformed,
+            "vocabulary": {
+                "candidates": [c.to_json() for c in self.candidates],
+                "applied": len(self.applied),
+            },
+        }
+
+    def line(self) -> str:
+        u = self.update
+        docs = sum(1 for r in u.manifest.inputs.values() if not r.skipped)
+        verb = "rebuilt" if u.rebuilt else "updated"
+        text = (
+            f"index ({self.door}) {verb}: {docs} documents, {u.shard_count} shards; "
+            f"+{len(u.added)} new, {len(u.changed)} changed, {len(u.removed)} removed, "
+            f"{len(u.shards_written)} shards written"
+        )
+        if u.skipped:
+            text += f", {len(u.skipped)} unreadable skipped"
+        if u.divergent:
+            text += f", {len(u.divergent)} divergent derived files rebuilt"
+        if u.curation.log.malformed:
+            text += f", {u.curation.log.malformed} malformed curation lines skipped"
+        mode = "applied" if self.applied else "shadow"
+        text += f"; vocabulary: {len(self.candidates)} candidates ({mode})"
+        return text
+
+
+def core_rule_ids_from_facts(log: FactLog, harness_id: str) -> frozenset[str]:
+    """Rules effective-core on THIS machine: its own latest `rule-status` fact per rule."""
+    status: dict[str, str] = {}
+    for fact in log.facts:
+        if fact.type is FactType.RULE_STATUS and fact.harness_id == harness_id:
+            status[str(fact.get("rule", ""))] = str(fact.get("status", ""))
+    return frozenset(rule for rule, s in status.items() if rule and s == "core")
+
+
+def edits_path(harness_id: str) -> str:
+    return f"edits/{harness_id}/{CURATION_FILE}"
+
+
+def append_facts(tree: FileTree, harness_id: str, facts: Sequence[CurationFact]) -> str:
+    """Append facts to this machine's own edits file (one writer per file, §3.3).
+
+    Call under the writer lock. The file is rewritten atomically with the new lines at the end,
+    so existing bytes never change.
+    """
+    if not harness_id:
+        raise UsageError("no harnessId: curation facts need this machine's writer id",
+                         hint="set harnessId in config or DSH_CHAPTERS_HARNESS_ID")
+    path = edits_path(harness_id)
+    old = tree.read(path) if tree.exists(path) else b""
+    if old and not old.endswith(b"\n"):
+        old += b"\n"  # a torn last line stays a malformed line of its own, never glued to ours
+    new = "".join(f.to_line() + "\n" for f in facts).encode("utf-8")
+    tree.write(path, old + new)
+    return path
+
+
+@dataclass
+class SearchService:
+    """Search, refresh and curate over the doors a workspace has (mirror first, then store)."""
+
+    doors: Sequence[SearchDoor]
+    config: Config
+    harness_id: str = ""
+    clock_now: Callable[[], str] = field(default=lambda: "")
+    core_rules: Callable[[], frozenset[str]] | None = None  # injected by the rules use case
+
+    def close(self) -> None:
+        for door in self.doors:
+            if door.cache is not None:
+                door.cache.close()
+
+    # -- doors -----------------------------------------------------------------------------
+
+    def door(self, name: DoorName) -> SearchDoor | None:
+        return next((d for d in self.doors if d.name is name), None)
+
+    @property
+    def store(self) -> SearchDoor:
+        door = self.door(DoorName.STORE)
+        if door is None:
+            raise UsageError("search needs the local store door")
+        return door
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> SearchAnswer:
+        """Rank in the first door that has a match; say which door answered."""
+        max_tokens = request.max_tokens or self.config.search_default_max_tokens
+        if max_tokens < 1:
+            raise UsageError(f"--max-tokens must be at least 1, got {max_tokens}",
+                             hint=f"the default is {self.config.search_default_max_tokens}")
+        if not request.query.strip() and not request.topic.strip():
+            raise UsageError("empty query", hint='pass words to search for, or --topic <name>')
+        core = self._core_rule_ids()
+        rankings: list[DoorRanking] = []
+        for door in self.doors:
+            limit = max_lines(max_tokens, self.config, door.prefix)
+            ranking = self.rank_door(door, request, core_rule_ids=core, limit=limit)
+            if ranking.ranked:
+                return pack_results(ranking.ranked, max_tokens=max_tokens, config=self.config,
+                                    door=str(door.name), path_prefix=door.prefix,
+                                    total=ranking.total)
+            rankings.append(ranking)
+        documents = sum(r.documents for r in rankings)
+        first = self.doors[0] if self.doors else None
+        return pack_results(
+            (), max_tokens=max_tokens, config=self.config,
+            door=str(first.name) if first else "", path_prefix=first.prefix if first else "",
+            status=AnswerStatus.NO_MATCH if documents else AnswerStatus.EMPTY,
+            searched=documents,
+        )
+
+    def rank_door(
+        self,
+        door: SearchDoor,
+        request: SearchRequest,
+        *,
+        core_rule_ids: frozenset[str] = frozenset(),
+        limit: int | None = None,
+    ) -> DoorRanking:
+        """The door's ranking: complete, or (with a cache and `limit`) its best `limit`
+        entries at least, with `total` counting every match."""
+        curation = read_curation(door.tree)
+        if door.cache is not None:
+            self.ensure_cache(door, curation)
+        aliases = curation.aliases
+        query = request.query
+        topic = aliases.canonical(request.topic) if request.topic.strip() else ""
+        if topic and not aliases.query_terms(query):
+            query = topic  # a bare --topic lists the whole shard, each member hitting its topic
+        terms = aliases.query_terms(query)
+        scope = request.project_key if not request.cross_project else ""
+        total: int | None = None
+        if topic:
+            entries: Iterable[SearchEntry] = self._topic_entries(door, topic, curation)
+        elif door.cache is not None:
+            entries, plain_total = self._cached_candidates(
+                door.cache, terms, scope=scope, core_rule_ids=core_rule_ids, limit=limit)
+            total = plain_total
+        else:
+            entries = stitch_fragments(scan_entries(door, curation))
+        if scope:
+            entries = [e for e in entries if e.project_key in (scope, "")]
+        ranked = rank_entries(entries, terms, config=self.config, aliases=aliases,
+                              core_rule_ids=core_rule_ids, now_hint=self.clock_now())
+        if total is None:
+            total = len(ranked)
+        else:  # the cache counted plain matches; stitched spans are counted here
+            total += sum(1 for s in ranked if s.entry.members or is_legacy_fragment(s.entry))
+        # The count only matters when nothing matched ("no-match" vs "empty").
+        documents = 0 if ranked else self._document_count(door)
+        return DoorRanking(door=door, ranked=ranked, total=total, documents=documents)
+
+    def _cached_candidates(
+        self,
+        cache: SearchCache,
+        terms: Sequence[str],
+        *,
+        scope: str,
+        core_rule_ids: frozenset[str],
+        limit: int | None,
+    ) -> tuple[list[SearchEntry], int]:
+        """Candidates from the cache, and how many plain (non-legacy) entries matched."""
+        if limit is None:
+            # Legacy fragments are scoped after stitching (a span takes its first member's).
+            found = [e for e in cache.candidates(terms) if is_legacy_fragment(e)
+                     or not scope or e.project_key in (scope, "")]
+            plain_total = sum(1 for e in found if not is_legacy_fragment(e))
+        else:
+            page = cache.top_candidates(terms, weights=LexicalWeights.of(self.config),
+                                        limit=limit, project_key=scope, special=core_rule_ids)
+            found, plain_total = page.entries, page.plain_total
+        sessions = {c.session_dir for c in found if is_legacy_fragment(c)}
+        plain = [c for c in found if not is_legacy_fragment(c)]
+        if not sessions:
+            return plain, plain_total
+        # A stitched entry is a function of its session's fragments: fetch the siblings.
+        return [*plain, *stitch_fragments(cache.fragments(sorted(sessions)))], plain_total
+
+    def _topic_entries(self, door: SearchDoor, topic: str, curation: Curation) -> list[SearchEntry]:
+        """§8.1: `topic` reads a whole shard."""
+        shard = shard_path(topic)
+        if not door.tree.exists(shard):
+            return []
+        paths = shard_member_paths(door.tree.read(shard))
+        if door.cache is not None:
+            members = door.cache.by_paths(paths)
+            sessions = {m.session_dir for m in members if is_legacy_fragment(m)}
+            members += [f for f in door.cache.fragments(sorted(sessions)) if f.path not in paths]
+        else:
+            members = load_entries(door, paths, curation)
+            sessions = {m.session_dir for m in members if is_legacy_fragment(m)}
+            extra = [p for p in list_documents(door.tree, door.layout)
+                     if p.rsplit("/", 1)[0] in sessions and p not in paths]
+            members += [e for e in load_entries(door, extra, curation) if is_legacy_fragment(e)]
+        return list(stitch_fragments(members))
+
+    def _document_count(self, door: SearchDoor) -> int:
+        if door.cache is not None:
+            return door.cache.count()
+        return len(list_documents(door.tree, door.layout))
+
+    def _core_rule_ids(self) -> frozenset[str]:
+        if self.core_rules is not None:
+            return self.core_rules()
+        store = self.door(DoorName.STORE)
+        if store is None or not self.harness_id:
+            return frozenset()
+        return core_rule_ids_from_facts(read_curation(store.tree).log, self.harness_id)
+
+    # -- the cache -------------------------------------------------------------------------
+
+    def ensure_cache(self, door: SearchDoor, curation: Curation | None = None) -> None:
+        """Make the door's cache agree with its manifest and facts; cheap when it already does."""
+        cache = door.cache
+        if cache is None:
+            return
+        curation = curation or read_curation(door.tree)
+        token = door.tree.fingerprint(MANIFEST_PATH)
+        state = cache.state()
+        if (token and state.get("manifestFingerprint") == token
+                and state.get("curation") == curation.key):
+            return
+        key = manifest_key(door.tree) if token else ""
+        if key and state.get("manifest") == key and state.get("curation") == curation.key:
+            cache.apply(upserts=(), removed=(), state={**state, "manifestFingerprint": token})
+            return
+        manifest = load_manifest(door.tree) if key else None
+        if manifest is None or manifest.curation != curation.key:
+            self.refresh(door)  # no index yet, or facts changed since it was built
+            return
+        self._patch_cache(door, manifest, curation, loaded=())
+
+    def _patch_cache(
+        self,
+        door: SearchDoor,
+        manifest: IndexManifest,
+        curation: Curation,
+        loaded: Iterable[tuple[Document, str]],
+        *,
+        reset: bool = False,
+        delta: IndexUpdate | None = None,
+    ) -> None:
+        """Bring the cache to `manifest`: from the update's delta when the cache was current
+        before it (O(delta)), else by comparing every row's hash (O(N) rows, O(delta) reads)."""
+        cache = door.cache
+        if cache is None:
+            return
+        state = cache.state()
+        new_state = {
+            "manifest": manifest.key,
+            "manifestFingerprint": door.tree.fingerprint(MANIFEST_PATH),
+            "curation": curation.key,
+        }
+        reset = reset or state.get("curation") != curation.key
+        if not reset and state.get("manifest") == manifest.key:
+            if dict(state) != new_state:
+                cache.apply(upserts=(), removed=(), state=new_state)
+            return
+        fresh_docs = {doc.path: (doc, sha) for doc, sha in loaded}
+        if not reset and delta is not None and delta.prior_key and (
+            state.get("manifest") == delta.prior_key
+        ):
+            upserts = [(entry_from_document(doc, aliases=curation.aliases,
+                                            pins=curation.pins_of(doc.path)), sha)
+                       for doc, sha in fresh_docs.values()]
+            cache.apply(upserts=upserts, removed=(*delta.removed, *delta.skipped),
+                        state=new_state)
+            return
+        want = {p: r.sha256 for p, r in manifest.inputs.items() if not r.skipped}
+        have = dict(cache.shas())
+        reusable: dict[str, SearchEntry] = {}
+        if reset:
+            # Same bytes, other aliases: re-derive terms from the rows' own raw fields.
+            reusable = {e.path: e for e in cache.all_entries()
+                        if have.get(e.path) == want.get(e.path)}
+            have = {}
+        upserts = []
+        for path, sha in sorted(want.items()):
+            if have.get(path) == sha:
+                continue
+            if path in reusable:
+                upserts.append((rebuild_entry(reusable[path], curation), sha))
+                continue
+            doc_sha = fresh_docs.get(path)
+            if doc_sha is None or doc_sha[1] != sha:
+                doc_sha = load_document(door, path)
+            if doc_sha is None:
+                continue
+            doc, actual = doc_sha
+            upserts.append((entry_from_document(doc, aliases=curation.aliases,
+                                                pins=curation.pins_of(path)), actual))
+        removed = sorted(p for p in have if p not in want)
+        cache.apply(upserts=upserts, removed=removed, reset=reset, state=new_state)
+
+    # -- refresh (the index) ---------------------------------------------------------------
+
+    def refresh(
+        self,
+        door: SearchDoor,
+        *,
+        rebuild: bool = False,
+        changed: Iterable[str] | None = None,
+        vocabulary: bool = False,
+    ) -> RefreshReport:
+        """Update the door's index (O(delta)), then its cache; `rebuild` is the recovery path."""
+        tokens = self._load_tokens(door)
+        update = update_index(door.tree, layout=door.layout, reader=door.reader,
+                              fingerprints=tokens, rebuild=rebuild, changed=changed)
+        if door.state is not None and door.state_path and dict(update.fingerprints) != tokens:
+            door.state.write(door.state_path, json.dumps(
+                dict(update.fingerprints), sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        self._patch_cache(door, update.manifest, update.curation, update.loaded, reset=rebuild,
+                          delta=update)
+        report = RefreshReport(door=door.name, update=update)
+        if vocabulary:
+            report = self._vocabulary(door, report)
+        self._save_status(door, report)
+        return report
+
+    def _vocabulary(self, door: SearchDoor, report: RefreshReport) -> RefreshReport:
+        update = report.update
+        candidates = vocabulary_candidates(record_topic_sets(update.manifest, update.curation),
+                                           config=self.config)
+        if not self.config.vocab_apply or not candidates:
+            return RefreshReport(door.name, update, candidates)  # §6.3: shadow by default
+        at = self.clock_now()
+        facts = tuple(c.to_fact(at) for c in candidates)
+        append_facts(self.store.tree, self.harness_id, facts)
+        # The facts live in the store; the door re-derives its shards under the new aliases.
+        again = self.refresh(door)
+        if door.name is not DoorName.STORE:
+            self.refresh(self.store)
+        return RefreshReport(door.name, again.update, candidates, facts)
+
+    def _load_tokens(self, door: SearchDoor) -> dict[str, str]:
+        if door.state is None or not door.state_path or not door.state.exists(door.state_path):
+            return {}
+        try:
+            data = json.loads(door.state.read(door.state_path))
+        except ValueError:
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def _save_status(self, door: SearchDoor, report: RefreshReport) -> None:
+        store = self.door(DoorName.STORE)
+        if store is None:
+            return
+        status = read_search_status(store.tree)
+        status[str(door.name)] = {
+            "shards": report.update.shard_count,
+            "documents": sum(1 for r in report.update.manifest.inputs.values() if not r.skipped),
+            "candidates": len(report.candidates),
+            "applied": len(report.applied),
+            "vocabApply": self.config.vocab_apply,
+        }
+        data = json.dumps(status, sort_keys=True, indent=2) + "\n"
+        if not store.tree.exists(STATUS_PATH) or store.tree.read(STATUS_PATH) != data.encode():
+            store.tree.write(STATUS_PATH, data.encode("utf-8"))
+
+    # -- curation --------------------------------------------------------------------------
+
+    def merge_topics(self, source: str, target: str) -> CurationFact:
+        """`chapters topic merge <a> <b>`: a user-authored `topic-alias` fact (§6.3)."""
+        a, b = slugify(source), slugify(target)
+        if not a or not b:
+            raise UsageError(
+                f"topic merge needs two topic names with words, got {source!r} {target!r}",
+                hint="chapters topic merge auth authentication")
+        if a == b:
+            raise UsageError(f"topic merge: {a!r} and {b!r} are the same topic",
+                             hint="name two different topics")
+        fact = make_fact(FactType.TOPIC_ALIAS, author="user", at=self.clock_now(),
+                         **{"from": a, "to": b})
+        append_facts(self.store.tree, self.harness_id, (fact,))
+        return fact
+
+
+def derived_files(door: SearchDoor) -> dict[str, bytes]:
+    """The door's derived index as files (`index/…`, `topics/vocabulary.json`), e.g. for sync
+    to stage into the pool after `refresh` (§10.2: rebuilt and committed, never merged)."""
+    paths = [p for p in door.tree.list(INDEX_DIR) if p.count("/") == 1]
+    if door.tree.exists(VOCABULARY_PATH):
+        paths.append(VOCABULARY_PATH)
+    return {p: door.tree.read(p) for p in paths}
+
+
+def read_search_status(tree: FileTree) -> dict[str, Any]:
+    """The last refresh per door (shards, vocabulary candidates), for `chapters status`."""
+    if not tree.exists(STATUS_PATH):
+        return {}
+    try:
+        data = json.loads(tree.read(STATUS_PATH))
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def status_line(tree: FileTree) -> str:
+    """One line for `chapters status`: shard count and vocabulary candidates per door."""
+    status = read_search_status(tree)
+    if not status:
+        return "search: no index yet (run `chapters index`)"
+    parts = []
+    for door in (DoorName.MIRROR, DoorName.STORE):
+        s = status.get(str(door))
+        if isinstance(s, Mapping):
+            mode = "applied" if s.get("vocabApply") else "shadow"
+            parts.append(f"{door} {s.get('shards', 0)} shards, {s.get('documents', 0)} documents, "
+                         f"vocabulary {s.get('candidates', 0)} candidates ({mode})")
+    return "search: " + "; ".join(parts)
+
+
+def rebuild_entry(entry: SearchEntry, curation: Curation) -> SearchEntry:
+    """The same document under new aliases and pins, from the entry's own raw fields."""
+    return make_entry(path=entry.path, kind=entry.kind, title=entry.title, summary=entry.summary,
+                      topics=entry.raw_topics, date=entry.date, category=entry.category,
+                      project_key=entry.project_key, session_id=entry.session_id,
+                      aliases=curation.aliases, pins=curation.pins_of(entry.path))
+
+
+def load_document(door: SearchDoor, path: str) -> tuple[Document, str] | None:
+    if not door.tree.exists(path):
+        return None
+    data = door.tree.read(path)
+    doc = door.reader.parse(path, data)
+    if doc is None:
+        return None
+    return normalize_document(door.layout, path, doc), hashlib.sha256(data).hexdigest()
+
+
+def load_entries(door: SearchDoor, paths: Iterable[str], curation: Curation) -> list[SearchEntry]:
+    out: list[SearchEntry] = []
+    for path in paths:
+        loaded = load_document(door, path)
+        if loaded is not None:
+            out.append(entry_from_document(loaded[0], aliases=curation.aliases,
+                                           pins=curation.pins_of(path)))
+    return out
+
+
+def scan_entries(door: SearchDoor, curation: Curation) -> Iterator[SearchEntry]:
+    """The plain full scan: every document of the door, read and parsed now (no index, no cache)."""
+    yield from load_entries(door, list_documents(door.tree, door.layout), curation)

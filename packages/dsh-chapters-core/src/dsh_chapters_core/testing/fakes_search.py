@@ -1,0 +1,144 @@
+"""Fakes of the search ports: a derived tree in memory, a frontmatter reader, and a cache.
+
+`MemorySearchCache` is a plain dict with a term -> paths map; it honours the cache contract
+(a superset of candidates, never a miss), so service tests run the cached path without SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from dsh_chapters_core.documents import Document
+from dsh_chapters_core.frontmatter import dump_frontmatter
+from dsh_chapters_core.ports.search import CandidatePage
+from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.scorer import LexicalWeights
+from dsh_chapters_core.search.stitching import is_legacy_fragment
+from dsh_chapters_core.testing.fakes_rules import document_from_text
+from dsh_chapters_core.testing.fakes_transport import MemoryTree
+
+
+class MemoryDerivedTree(MemoryTree):
+    """A MemoryTree with `remove`, `fingerprint` (a write counter) and `contains`.
+
+    `links` maps a path to the target it points at, to test symlink containment.
+    """
+
+    def __init__(self, root: str = "mem://tree", files: Mapping[str, bytes] | None = None) -> None:
+        super().__init__(root, files)
+        self.versions: dict[str, int] = dict.fromkeys(self.files, 1)
+        self.reads: list[str] = []
+        self.links: dict[str, str] = {}
+
+    def write(self, path: str, data: bytes) -> None:
+        super().write(path, data)
+        self.versions[path] = self.versions.get(path, 0) + 1
+
+    def read(self, path: str) -> bytes:
+        self.reads.append(path)
+        return super().read(path)
+
+    def remove(self, path: str) -> None:
+        self.files.pop(path, None)
+        self.versions.pop(path, None)
+
+    def fingerprint(self, path: str) -> str:
+        if path not in self.files:
+            return ""
+        return f"{len(self.files[path])}:{self.versions.get(path, 0)}"
+
+    def contains(self, path: str) -> bool:
+        target = self.links.get(path)
+        return target is None or not (target.startswith("/") or ".." in target.split("/"))
+
+
+class CoreFrontmatterReader:
+    """Reads the frontmatter the core writes, without YAML (the fs adapter uses yaml)."""
+
+    def parse(self, path: str, data: bytes) -> Document | None:
+        try:
+            return document_from_text(path, data.decode("utf-8"))
+        except (ValueError, TypeError, UnicodeDecodeError):
+            return None
+
+
+def document_text(
+    *,
+    title: str,
+    summary: str = "",
+    topics: Sequence[str] = (),
+    date: str = "",
+    kind: str = "chapter",
+    project_key: str = "",
+    category: str = "",
+    body: str = "body\n",
+) -> bytes:
+    """A chapter or rule file as the archive writes it (frontmatter + verbatim body)."""
+    fields: dict[str, object] = {"title": title, "summary": summary, "topics": list(topics),
+                                 "date": date, "kind": kind}
+    if project_key:
+        fields["projectKey"] = project_key
+    if category:
+        fields["category"] = category
+    return (dump_frontmatter(fields) + body).encode("utf-8")
+
+
+class MemorySearchCache:
+    """The `SearchCache` contract in memory: rows, a term index, and the recorded state."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[SearchEntry, str]] = {}
+        self._state: dict[str, str] = {}
+        self.applies = 0
+
+    def state(self) -> Mapping[str, str]:
+        return dict(self._state)
+
+    def shas(self) -> Mapping[str, str]:
+        return {p: sha for p, (_, sha) in self.rows.items()}
+
+    def apply(self, *, upserts: Iterable[tuple[SearchEntry, str]], removed: Iterable[str],
+              state: Mapping[str, str], reset: bool = False) -> None:
+        self.applies += 1
+        if reset:
+            self.rows.clear()
+        for path in removed:
+            self.rows.pop(path, None)
+        for entry, sha in upserts:
+            self.rows[entry.path] = (entry, sha)
+        self._state = dict(state)
+
+    def candidates(self, terms: Sequence[str]) -> list[SearchEntry]:
+        wanted = set(terms)
+        return [e for e, _ in self.rows.values()
+                if wanted & (e.topic_terms | e.title_terms | e.summary_terms | e.category_terms)]
+
+    def top_candidates(self, terms: Sequence[str], *, weights: LexicalWeights, limit: int,
+                       project_key: str = "", special: frozenset[str] = frozenset()
+                       ) -> CandidatePage:
+        """Every match in scope (a superset of any top `limit`): the contract, simply kept."""
+        found = [e for e in self.candidates(terms) if is_legacy_fragment(e)
+                 or not project_key or e.project_key in (project_key, "")]
+        return CandidatePage(entries=found,
+                             plain_total=sum(1 for e in found if not is_legacy_fragment(e)))
+
+    def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
+        dirs = set(session_dirs)
+        return [e for e, _ in self.rows.values() if e.session_dir in dirs and is_legacy_fragment(e)]
+
+    def by_paths(self, paths: Iterable[str]) -> list[SearchEntry]:
+        return [self.rows[p][0] for p in paths if p in self.rows]
+
+    def all_entries(self) -> Iterator[SearchEntry]:
+        return iter([e for e, _ in self.rows.values()])
+
+    def count(self) -> int:
+        return len(self.rows)
+
+    def close(self) -> None:
+        return None
+
+
+def chapter_path(session: str, number: int, slug: str) -> str:
+    """A store chapter path: `<sid>/chapters/NNN-<slug>.md`."""
+    return f"{session}/chapters/{number:03d}-{slug}.md"

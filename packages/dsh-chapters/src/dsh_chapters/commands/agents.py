@@ -1,0 +1,194 @@
+"""`chapters mcp`, `hook`, `install` and `uninstall`: the archive inside the agents people run
+(issue #8).
+
+`mcp` serves the five tools over stdio; `hook` is Claude Code's SessionStart / PreCompact /
+SessionEnd entry point (it always exits 0: a hook never breaks the agent); `install` and
+`uninstall` edit Claude Code's and Codex's own configuration, idempotently, never clobbering
+another tool's entries, and print every file they changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dsh_chapters_core.errors import ChaptersError, UsageError
+
+from dsh_chapters.agent_archive import AppArchive, project_line
+from dsh_chapters.bootstrap import App, agent_installer, bootstrap, serve_mcp
+from dsh_chapters.cli import Invocation
+from dsh_chapters.hooks import HookPayload, after_archive, run_hook, safe_message
+
+AGENTS = ("claude-code", "codex")
+SCOPES = ("project", "user")
+# Claude Code's own kill switch sits past the hook's budget, so our watchdog always speaks first.
+CLAUDE_TIMEOUT_MARGIN_S = 10
+SCRIPT_NAMES = ("chapters", "chapters.exe")
+
+MCP_INSTRUCTIONS = (
+    "dsh-chapters keeps this project's past agent sessions as verbatim chapters, shared by "
+    "every machine of the project. Before redoing work, call chapters_search with a few words; "
+    "open a hit with chapters_read {{path}}. Rules in effect: chapters_rules. {project}"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters mcp
+
+
+def run_mcp(args: argparse.Namespace, inv: Invocation) -> int:
+    archive = AppArchive(lambda: bootstrap(inv.cwd, inv.env))
+    try:
+        project = project_line(bootstrap(inv.cwd, inv.env))
+    except ChaptersError as exc:  # a broken config must not keep the tools away: each says why
+        project = f"(the project could not be read: {exc.message})"
+    serve_mcp(archive, instructions=MCP_INSTRUCTIONS.format(project=project))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters hook
+
+
+def run_hook_command(args: argparse.Namespace, inv: Invocation) -> int:
+    if args.after_archive:  # the background half of PreCompact (hooks.pre_compact starts it)
+        app: App | None = None
+        try:
+            app = bootstrap(inv.cwd, inv.env)
+            after_archive(app)
+        except Exception as exc:  # a background job reports to its log, and ends
+            inv.stderr.write(f"chapters hook --after-archive: {safe_message(app, exc)}\n")
+        return 0
+    isatty = getattr(inv.stdin, "isatty", None)
+    if isatty is not None and isatty():
+        raise UsageError("`chapters hook` reads a Claude Code hook payload (JSON) on stdin",
+                         hint="`chapters install claude-code` wires it into Claude Code")
+    try:
+        payload = HookPayload.parse(inv.stdin.read())
+    except ChaptersError as exc:
+        inv.stderr.write(f"chapters hook: {exc}\n")
+        return 0  # never break the agent, not even over a payload we cannot read
+    cwd = Path(payload.cwd) if payload.cwd and Path(payload.cwd).is_dir() else inv.cwd
+    try:
+        app = bootstrap(cwd, inv.env)
+    except Exception as exc:
+        inv.stderr.write(f"chapters hook: {payload.event} skipped: {safe_message(None, exc)}\n")
+        return 0
+    inv.stdout.write(run_hook(app, payload).output)
+    inv.stdout.flush()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters install / uninstall
+
+
+def chapters_command() -> tuple[str, ...]:
+    """The argv that runs `chapters`: the script beside this Python, else `python -m`."""
+    here = Path(sys.executable).parent
+    for name in SCRIPT_NAMES:
+        script = here / name
+        if script.is_file():
+            return (str(script.absolute()),)
+    return (str(Path(sys.executable).absolute()), "-m", "dsh_chapters")
+
+
+def _home(inv: Invocation) -> Path:
+    return Path(inv.env["HOME"]) if inv.env.get("HOME") else Path.home()
+
+
+def codex_home(inv: Invocation) -> Path:
+    """CODEX_HOME, else ~/.codex (where Codex keeps config.toml)."""
+    return Path(inv.env["CODEX_HOME"]) if inv.env.get("CODEX_HOME") else _home(inv) / ".codex"
+
+
+def _installer(app: App) -> Any:
+    timeout = math.ceil(app.config.hook_timeout_ms / 1000) + CLAUDE_TIMEOUT_MARGIN_S
+    return agent_installer(app, chapters_command(), hook_timeout_s=timeout)
+
+
+def _scope(args: argparse.Namespace) -> str:
+    if args.agent == "codex":
+        if args.scope is not None:
+            raise UsageError(f"--scope {args.scope}: Codex has one config.toml per user "
+                             "(CODEX_HOME or ~/.codex)", hint="run `chapters install codex`")
+        return "user"
+    return str(args.scope or "project")
+
+
+def _emit_changes(inv: Invocation, verb: str, agent: str, scope: str,
+                  changes: Sequence[Any], next_steps: Sequence[str]) -> None:
+    rows = [{"path": c.path, "action": c.action, "detail": c.detail, "backup": c.backup}
+            for c in changes]
+    changed = sum(1 for c in changes if c.action != "unchanged")
+    lines = [f"{c.action:9} {c.path}: {c.detail}" + (f" (backup: {c.backup})" if c.backup else "")
+             for c in changes]
+    lines.append(f"{verb} {agent} ({scope}): {changed} of {len(changes)} file(s) changed")
+    lines.extend(next_steps)
+    inv.emit({"agent": agent, "scope": scope, "changed": changed, "files": rows},
+             "\n".join(lines))
+
+
+def run_install(args: argparse.Namespace, inv: Invocation) -> int:
+    scope = _scope(args)
+    app = bootstrap(inv.cwd, inv.env)
+    installer = _installer(app)
+    if args.agent == "codex":
+        changes = installer.install_codex(codex_home(inv))
+        steps = ["next: restart Codex; archive its sessions with `chapters import codex` "
+                 "(docs/agents.md shows a cron line)"]
+    else:
+        changes = installer.install_claude(scope, app.workspace, _home(inv))
+        steps = ["next: restart Claude Code (or run /hooks and /mcp) to load the hooks and the "
+                 "server; `chapters link <pool>` shares the archive across machines"]
+    _emit_changes(inv, "installed", args.agent, scope, changes, steps)
+    return 0
+
+
+def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
+    scope = _scope(args)
+    app = bootstrap(inv.cwd, inv.env)
+    installer = _installer(app)
+    if args.agent == "codex":
+        changes = installer.uninstall_codex(codex_home(inv))
+    else:
+        changes = installer.uninstall_claude(scope, app.workspace, _home(inv))
+    _emit_changes(inv, "uninstalled", args.agent, scope, changes,
+                  ["the archive itself (.dsh-chapters/) is untouched"])
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    mcp = subparsers.add_parser(
+        "mcp", parents=[common], help="run the MCP server on stdio (for agents)",
+        description="Serve chapters_search, chapters_read, chapters_artifact, chapters_rules and "
+                    "chapters_rule_propose over stdio. An agent starts it; it calls no model and "
+                    "writes nothing but rule proposals (and search's derived index).")
+    mcp.set_defaults(run=run_mcp)
+
+    hook = subparsers.add_parser(
+        "hook", parents=[common], help="Claude Code's hook entry point (payload on stdin)",
+        description="Read a Claude Code hook payload on stdin. SessionStart: pull (bounded by "
+                    "sessionStartPullTimeoutMs) and print the notice for the session's context; "
+                    "PreCompact: archive, then schedule the push; SessionEnd: archive and push. "
+                    "Bounded by hookTimeoutMs; always exits 0.")
+    hook.add_argument("--after-archive", action="store_true", help=argparse.SUPPRESS)
+    hook.set_defaults(run=run_hook_command)
+
+    for verb, run, what in (("install", run_install, "wire dsh-chapters into an agent"),
+                            ("uninstall", run_uninstall, "remove exactly what install added")):
+        parser = subparsers.add_parser(
+            verb, parents=[common], help=what,
+            description="claude-code: the SessionStart, PreCompact and SessionEnd hooks in "
+                        "settings.json and the MCP server in .mcp.json (project) or "
+                        "~/.claude.json (user). codex: the MCP server in $CODEX_HOME/config.toml. "
+                        "A backup is written before the first change; other entries are kept.")
+        parser.add_argument("agent", choices=AGENTS, metavar="claude-code|codex",
+                            help="which agent")
+        parser.add_argument("--scope", choices=SCOPES, default=None,
+                            help="claude-code only: this project (default) or your user")
+        parser.set_defaults(run=run)

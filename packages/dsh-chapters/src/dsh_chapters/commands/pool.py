@@ -1,0 +1,199 @@
+"""`chapters link`, `chapters sync`, `chapters list --pool` and `chapters demo` (§2.1, §5).
+
+Every command composes the App through `bootstrap` and calls the core's sync use case through
+`dsh_chapters.knowledge_pool`. A token given to `link` goes to the credential store and is
+never printed, logged or written into the workspace.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.sync import SyncMode, pool_chapters
+
+from dsh_chapters import knowledge_pool
+from dsh_chapters.bootstrap import App, bootstrap
+from dsh_chapters.cli import Invocation
+
+
+def _app(inv: Invocation) -> App:
+    return bootstrap(inv.cwd, inv.env)
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters link
+
+
+def _read_token(args: argparse.Namespace, inv: Invocation) -> str | None:
+    token: str | None = args.token
+    if token == "-":
+        token = inv.stdin.readline().strip()
+        if not token:
+            raise UsageError(
+                "`-` reads the token from stdin, but stdin was empty",
+                hint="pipe the token in: `chapters link <url> - < token-file`",
+            )
+    return token or None
+
+
+def run_link(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    if args.remote is None:
+        return _show_link(app, inv)
+    token = _read_token(args, inv)
+    result = knowledge_pool.link_pool(app, app.store_root, args.remote, token, inv.cwd)
+    lines = [f"linked {result.remote} ({result.provider}) for projectKey {result.project_key}"]
+    if result.token_stored:
+        lines.append(f"token stored in the credential store under {result.project_key} (mode 0600)")
+    if result.previous:
+        lines.append(
+            f"replaced {result.previous}"
+            + ("; its mirror was removed (the store is the truth)" if result.mirror_removed else "")
+        )
+    lines.append(f"config: {result.config_file}")
+    lines.append(
+        "next: `chapters sync` publishes this workspace's chapters and fetches the others'"
+    )
+    inv.emit(result.to_json(), "\n".join(lines))
+    return 0
+
+
+def _show_link(app: App, inv: Invocation) -> int:
+    status = knowledge_pool.pool_status(app)
+    report = status.state.report
+    upstream = (
+        f"{status.remote} ({status.provider or 'no provider'})"
+        if status.remote
+        else "none (local-only); `chapters link <path>` or `chapters link <https-url> <token>`"
+    )
+    mirror_state = "present" if status.mirror_present else "not yet cloned"
+    if report and report.head:
+        mirror_state += f", head {report.head[:12]}"
+    rows = [
+        ("upstream", upstream),
+        ("projectKey", f"{status.project_key} ({status.derivation}: {status.canonical})"),
+        ("mirror", f"{status.mirror} ({mirror_state})"),
+        ("sync", f"{report.at} {report.line()}" if report else "never synced"),
+        ("pending", f"{status.pending} file(s) not yet in the pool"),
+        ("harness id", status.harness_id),
+    ]
+    if status.refusal:
+        rows.insert(1, ("refused", status.refusal))
+    if status.state.push_due_at:
+        rows.append(("push due", f"{status.state.push_due_at} (syncDebounceMs)"))
+    width = max(len(k) for k, _ in rows)
+    inv.emit(status.to_json(), "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters sync
+
+
+def run_sync(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    mode = SyncMode.PULL if args.pull else SyncMode.PUSH if args.push else SyncMode.FULL
+    report = knowledge_pool.run_sync(app, mode)
+    inv.emit(report.to_json(), report.line())
+    if report.ok:
+        return 0
+    hint = knowledge_pool.NEXT_STEP.get(
+        report.failure_code, "run `chapters link` to check the pool"
+    )
+    inv.stderr.write(
+        f"chapters: sync degraded to local-only ({report.failure_code}); "
+        f"{report.pending} file(s) pending\n  next: {hint}\n"
+    )
+    return 1
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters list --pool (the `list` parser is the archive family's; it dispatches here)
+
+
+def run_list_pool(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    chapters = pool_chapters(app.mirror_tree, app.identity.project_key)
+    data = [
+        {
+            "path": f"{knowledge_pool.MIRROR_DIRNAME}/{c.path}",
+            "sessionId": c.session_id,
+            "harnessId": c.harness_id,
+            "title": c.title,
+            "date": c.date,
+        }
+        for c in chapters
+    ]
+    if not chapters:
+        text = (
+            "the mirror holds no chapters of this project yet; run `chapters sync`"
+            if app.config.knowledge_remote
+            else "no pool linked (local-only); run `chapters link <path>` then `chapters sync`"
+        )
+    else:
+        width = max(len(c.harness_id) for c in chapters)
+        machines = len({c.harness_id for c in chapters})
+        rows = [
+            f"{c.harness_id.ljust(width)}  {c.session_id[:8]}  "
+            f"{c.path.rsplit('/', 1)[-1]}  {c.title}"
+            for c in chapters
+        ]
+        rows.append(
+            f"{len(chapters)} chapter(s) from {machines} machine(s) in {app.mirror_tree.root}"
+        )
+        text = "\n".join(rows)
+    inv.emit(data, text)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters demo
+
+
+def run_demo(args: argparse.Namespace, inv: Invocation) -> int:
+    from dsh_chapters.demo import run_two_machine_demo
+
+    return run_two_machine_demo(inv, keep=args.keep)
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    link = subparsers.add_parser(
+        "link",
+        parents=[common],
+        help="show or bind the project's knowledge pool",
+        description="Without arguments: the upstream, projectKey, mirror, sync state, pending "
+        "count and harness id. With a path: bind a local-path pool (a bare git "
+        "repository, created by the first sync). With an https URL and a token: "
+        "bind a network pool; the token goes to the credential store, 0600.",
+    )
+    link.add_argument(
+        "remote", nargs="?", help="a local path, an https:// URL or treedx+<url>/<repo>"
+    )
+    link.add_argument("token", nargs="?", help="the pool's token (`-` reads it from stdin)")
+    link.set_defaults(run=run_link)
+
+    sync = subparsers.add_parser(
+        "sync",
+        parents=[common],
+        help="pull, publish and push the knowledge pool now",
+        description="Pull (fast-forward only), copy other machines' files in, publish this "
+        "machine's new files, commit and push. Failures degrade to local-only "
+        "(exit 1) and never touch the archive.",
+    )
+    which = sync.add_mutually_exclusive_group()
+    which.add_argument("--pull", action="store_true", help="only pull and copy in")
+    which.add_argument("--push", action="store_true", help="only publish and push")
+    sync.set_defaults(run=run_sync)
+
+    demo = subparsers.add_parser(
+        "demo",
+        parents=[common],
+        help="two machines share one pool, in temporary workspaces",
+        description="Creates two machines and a local-path pool in a temporary directory, "
+        "archives a bundled sample session on A, syncs both, shows B reading A's "
+        "chapters, then the offline case degrading and recovering.",
+    )
+    demo.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    demo.set_defaults(run=run_demo)

@@ -1,0 +1,314 @@
+"""`chapters rule add|list|approve|revoke` and `chapters notice` (§7).
+
+Rules are read from the store (other machines' proposals arrive there by sync copy-in);
+approval and revocation are facts in this machine's own edits file, so they change this
+machine's notice and no other's (amendment 2026-09-20). The notice is the core's
+`build_notice`: O(1) in corpus size, refusing with numbers when core rules overflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.notice import Notice, NoticeContext, build_notice
+from dsh_chapters_core.projectkey import project_slug
+from dsh_chapters_core.rules import (
+    ProposalResult,
+    Rule,
+    RuleAuthor,
+    RuleProposal,
+    RuleStatus,
+    StatusChange,
+    add_rule,
+    category_slug,
+    load_rules,
+    set_rule_status,
+    status_counts,
+)
+
+from dsh_chapters.cli import Invocation
+
+MIRROR_INDEX = "index"  # the pool's derived shards (§10.2), relative to the mirror
+
+
+def _app(inv: Invocation) -> Any:
+    from dsh_chapters.bootstrap import bootstrap
+
+    return bootstrap(inv.cwd, inv.env)
+
+
+def _relative(app: Any, root: str) -> str:
+    """A workspace-relative path, so every link in the notice opens with a plain `read`."""
+    try:
+        return Path(root).resolve().relative_to(Path(app.workspace).resolve()).as_posix()
+    except ValueError:
+        return Path(root).as_posix()
+
+
+# -- app-level entry points (the MCP server and the hooks call these too) ---------------------
+
+
+def propose(app: Any, category: str, text: str, *, session: str = "",
+            author: RuleAuthor = RuleAuthor.USER) -> ProposalResult:
+    """Write a proposal on this machine. An agent's is `proposed` like any other (§11.3)."""
+    return add_rule(
+        app.store_tree, app.store, app.lock,
+        RuleProposal(category=category, text=text, source_session=session, author=author),
+        harness_id=app.harness_id, project_key=app.identity.project_key, clock=app.clock,
+        config=app.config,
+    )
+
+
+def set_status(app: Any, rule_id: str, status: RuleStatus) -> StatusChange:
+    return set_rule_status(
+        app.store_tree, app.store, app.lock, rule_id, status, harness_id=app.harness_id,
+        clock=app.clock, config=app.config,
+    )
+
+
+def rules_here(app: Any) -> tuple[Rule, ...]:
+    """Every rule in the store, with its effective status on this machine."""
+    return load_rules(app.store_tree, app.store, app.harness_id)
+
+
+def notice_context(
+    app: Any, *, session: str = "", title: str = "", handoff: str = ""
+) -> NoticeContext:
+    store_dir = _relative(app, app.store_tree.root)
+    mirror_root = app.mirror_tree.root
+    # search.md: the pool mirror is the door once the project is linked and pulled.
+    linked = os.path.isdir(os.path.join(mirror_root, MIRROR_INDEX))
+    shard_dir = (f"{_relative(app, mirror_root)}/{MIRROR_INDEX}" if linked
+                 else f"{store_dir}/{MIRROR_INDEX}")
+    return NoticeContext(
+        project_slug=project_slug(app.identity),
+        project_key=app.identity.project_key,
+        derivation=app.identity.derivation,
+        session_id=session,
+        title=title,
+        handoff=handoff,
+        store_dir=store_dir,
+        shard_dir=shard_dir,
+    )
+
+
+def root_session(app: Any, session: str) -> str:
+    """The store directory holding `session`'s chapters: itself, or the root it was forked
+    from (its record names it). Without a session: the one the last archive wrote."""
+    if not session:
+        last = app.log.last("archive") or {}
+        paths = [p for p in last.get("chapters", ()) if isinstance(p, str) and "/" in p]
+        return paths[0].split("/", 1)[0] if paths else str(last.get("sessionId", ""))
+    if os.path.isdir(os.path.join(app.store_tree.root, session)):
+        return session
+    record = app.store.session_meta().get(session, {})
+    return str(record.get("rootSessionId", "")) or session
+
+
+def notice(app: Any, *, session: str = "", title: str = "", handoff: str = "") -> Notice:
+    """The continuation notice for `session` on this machine (reads no other session)."""
+    ctx = notice_context(app, session=root_session(app, session), title=title, handoff=handoff)
+    return build_notice(app.store_tree, app.store, ctx, config=app.config,
+                        harness_id=app.harness_id)
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def provenance(rule: Rule) -> str:
+    who = f"{rule.author or 'user'}@{rule.harness_id}"
+    parts = [who]
+    if rule.source_session:
+        parts.append(f"session {rule.source_session}")
+    if rule.authored_at:
+        parts.append(rule.authored_at)
+    return ", ".join(parts)
+
+
+def _status_text(rule: Rule) -> str:
+    if rule.changed_since_approved:
+        return "proposed*"
+    return str(rule.status)
+
+
+def rule_json(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "status": str(rule.status),
+        "category": rule.category,
+        "title": rule.title,
+        "text": rule.text.rstrip("\n"),
+        "path": rule.path,
+        "harnessId": rule.harness_id,
+        "author": rule.author,
+        "sourceSession": rule.source_session,
+        "authoredAt": rule.authored_at,
+        "changedSinceApproved": rule.changed_since_approved,
+    }
+
+
+def _table(rules: tuple[Rule, ...]) -> str:
+    header = ("ID", "STATUS", "CATEGORY", "TEXT", "PROVENANCE")
+    rows = [(r.id, _status_text(r), r.category, r.one_line, provenance(r)) for r in rules]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    lines = []
+    for row in [header, *rows]:
+        lead = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3]))
+        lines.append(f"{lead}  {row[3]}  ({row[4]})")
+    return "\n".join(lines)
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def run_add(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    result = propose(app, args.category, args.text, session=args.session or "")
+    rule = result.rule
+    data = {"created": result.created, "rule": rule_json(rule)}
+    if result.created:
+        text = (f"proposed {rule.id} [{rule.category}]: {rule.path}\n"
+                f"it affects no notice until a human approves it on each machine: "
+                f"`chapters rule approve {rule.id}`")
+    else:
+        text = (f"the same rule already exists as {rule.id} ({rule.status} here): {rule.path}; "
+                f"nothing written")
+    inv.emit(data, text)
+    return 0
+
+
+def run_list(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    every = rules_here(app)
+    shown = every
+    if args.proposed:
+        shown = tuple(r for r in shown if r.status is RuleStatus.PROPOSED)
+    elif not args.all:
+        shown = tuple(r for r in shown if r.status is not RuleStatus.REVOKED)
+    if args.category:
+        wanted = category_slug(args.category)
+        shown = tuple(r for r in shown if r.category == wanted)
+    counts = status_counts(every)
+    summary = (f"{len(shown)} of {len(every)} rules shown · on {app.harness_id}: "
+               f"{counts['core']} core, {counts['proposed']} proposed, {counts['revoked']} revoked")
+    if not args.all and counts["revoked"] and not args.proposed:
+        summary += " (`--all` shows revoked)"
+    data = {"harnessId": app.harness_id, "rules": [rule_json(r) for r in shown],
+            "shown": len(shown), "total": len(every), "counts": dict(counts)}
+    if not every:
+        text = 'no rules in this store; propose one with `chapters rule add <category> "<text>"`'
+    elif not shown:
+        text = summary
+    else:
+        text = _table(shown) + "\n" + summary
+        if any(r.changed_since_approved for r in shown):
+            text += "\n* changed since approved here: approve it again to make it core"
+    inv.emit(data, text)
+    return 0
+
+
+def _run_status(args: argparse.Namespace, inv: Invocation, status: RuleStatus) -> int:
+    app = _app(inv)
+    change = set_status(app, args.id, status)
+    rule = change.rule
+    verb = "approved" if status is RuleStatus.CORE else "revoked"
+    if change.changed:
+        text = (f"{verb} {rule.id} [{rule.category}] on {app.harness_id}: {change.before} → "
+                f"{change.after}; recorded in edits/{app.harness_id}/curation.jsonl "
+                f"(the rule file is unchanged; other machines decide for themselves)")
+    else:
+        text = f"{rule.id} is already {change.after} on {app.harness_id}; nothing written"
+    inv.emit({"id": rule.id, "before": str(change.before), "after": str(change.after),
+              "changed": change.changed, "harnessId": app.harness_id}, text)
+    return 0
+
+
+def run_approve(args: argparse.Namespace, inv: Invocation) -> int:
+    return _run_status(args, inv, RuleStatus.CORE)
+
+
+def run_revoke(args: argparse.Namespace, inv: Invocation) -> int:
+    return _run_status(args, inv, RuleStatus.REVOKED)
+
+
+def run_notice(args: argparse.Namespace, inv: Invocation) -> int:
+    if args.session is not None and not args.session.strip():
+        raise UsageError("--session is empty", hint="pass a session id, or leave --session out")
+    app = _app(inv)
+    result = notice(app, session=args.session or "", title=args.title or "",
+                    handoff=args.handoff or "")
+    selection = result.rules
+    data = {
+        "notice": result.text,
+        "session": result.session,
+        "chapters": result.chapters,
+        "refused": result.refused,
+        "coreRules": {
+            "count": len(selection.core.rules),
+            "tokens": selection.core.total,
+            "budget": selection.core.budget,
+            "refused": selection.core.refused,
+            "sizes": [{"id": s.rule.id, "tokens": s.tokens} for s in selection.core.rules],
+        },
+        "topicRules": {
+            "categories": list(selection.matched_categories),
+            "count": len(selection.topic.rules),
+            "tokens": selection.topic.total,
+            "refused": selection.topic.refused,
+        },
+    }
+    inv.emit(data, result.text.rstrip("\n"))
+    if result.refused and not inv.json:
+        # The notice itself says why; stderr tells a human at a terminal too.
+        inv.stderr.write(
+            f"chapters: core rules refused: {selection.core.total} tokens > budget "
+            f"{selection.core.budget}; see the notice for each rule's size\n"
+        )
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    rule = subparsers.add_parser(
+        "rule", parents=[common], help="propose, list, approve and revoke rules (§7)",
+        description="Rules are proposed once and approved per machine: a rule affects no "
+                    "machine's notice until that machine's human approves it.",
+    )
+    subs = rule.add_subparsers(dest="rule_command", metavar="ACTION", required=True)
+
+    add = subs.add_parser("add", parents=[common], help="propose a rule (status: proposed)")
+    add.add_argument("category", help="a category such as testing or git-workflow")
+    add.add_argument("text", help="the rule, in quotes")
+    add.add_argument("--session", metavar="ID", help="the session this rule came from")
+    add.set_defaults(run=run_add)
+
+    listing = subs.add_parser("list", parents=[common],
+                              help="rules with their status on this machine")
+    which = listing.add_mutually_exclusive_group()
+    which.add_argument("--all", action="store_true", help="include revoked rules")
+    which.add_argument("--proposed", action="store_true", help="only rules awaiting approval here")
+    listing.add_argument("--category", metavar="C", help="only this category")
+    listing.set_defaults(run=run_list)
+
+    approve = subs.add_parser("approve", parents=[common],
+                              help="make a rule core on this machine (a curation fact)")
+    approve.add_argument("id", help="the rule id, <harnessId>/<NNN>")
+    approve.set_defaults(run=run_approve)
+
+    revoke = subs.add_parser("revoke", parents=[common],
+                             help="take a rule out of this machine's notice (a curation fact)")
+    revoke.add_argument("id", help="the rule id, <harnessId>/<NNN>")
+    revoke.set_defaults(run=run_revoke)
+
+    notice_parser = subparsers.add_parser(
+        "notice", parents=[common], help="print the session-start continuation notice (§7.3)",
+    )
+    notice_parser.add_argument("--session", metavar="ID",
+                               help="the root session whose chapters are listed")
+    notice_parser.add_argument("--title", metavar="T", help="what the continuation is about")
+    notice_parser.add_argument("--handoff", metavar="TEXT",
+                               help='the work in flight ("In flight" section)')
+    notice_parser.set_defaults(run=run_notice)

@@ -1,0 +1,187 @@
+"""`chapters search`, `index`, `topic merge` and `artifact` (issue #5; §8, §10, search.md).
+
+`search` brings each door's index up to date (O(delta): only new or changed files are read),
+then ranks with the one scorer and packs to `--max-tokens`. `index` is the same update with the
+vocabulary pass and `--rebuild` as the recovery path. `topic merge` appends a user-authored
+`topic-alias` fact to this machine's edits file. `artifact` reads archived text back with
+line caps, the store first, then the mirror.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.reading import (
+    read_lines,
+    read_text,
+    resolve,
+    search_lines,
+    table_of_contents,
+)
+from dsh_chapters_core.search.packing import AnswerStatus
+from dsh_chapters_core.search.service import (
+    RefreshReport,
+    SearchRequest,
+    edits_path,
+    read_search_status,
+    status_line,
+)
+
+from dsh_chapters.bootstrap import App, bootstrap, open_search, read_roots
+from dsh_chapters.cli import Invocation
+from dsh_chapters.commands.archive import STATUS_SECTIONS, StatusSection
+
+ARTIFACT_ACTIONS = ("read", "toc", "search")
+
+
+def _app(inv: Invocation) -> App:
+    return bootstrap(inv.cwd, inv.env)
+
+
+def run_search(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    query = " ".join(args.query)
+    if not query.strip() and not args.topic:
+        raise UsageError("nothing to search for", hint='chapters search "<query>" [--topic T]')
+    service = open_search(app)
+    try:
+        for door in service.doors:
+            service.refresh(door)  # O(delta): unchanged files are not read
+        answer = service.search(SearchRequest(
+            query=query, max_tokens=args.max_tokens, topic=args.topic or "",
+            cross_project=args.cross_project, project_key=app.identity.project_key))
+    finally:
+        service.close()
+    text = answer.text()
+    if answer.status is AnswerStatus.EMPTY:
+        text += "\n  next: archive a session first (`chapters archive <file>` or `chapters import`)"
+    elif answer.status is AnswerStatus.NO_MATCH:
+        text += "\n  next: try other words, --topic <name>, or --cross-project"
+    inv.emit(answer.to_json(), text)
+    return 0
+
+
+def run_index(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    service = open_search(app)
+    reports: list[RefreshReport] = []
+    try:
+        with app.lock.hold(app.config.sync_timeout_ms / 1000):  # vocabApply writes facts
+            for door in service.doors:
+                reports.append(service.refresh(door, rebuild=args.rebuild, vocabulary=True))
+    finally:
+        service.close()
+    lines = [r.line() for r in reports]
+    for report in reports:
+        for candidate in report.candidates:
+            verb = "merged" if report.applied else "candidate"
+            lines.append(f"  {verb}: {candidate.source} -> {candidate.target} ({candidate.reason})")
+    if any(r.candidates and not r.applied for r in reports):
+        lines.append("  vocabApply is false (shadow): nothing was written; "
+                     "`chapters topic merge <a> <b>` applies one by hand")
+    inv.emit({"doors": [r.to_json() for r in reports]}, "\n".join(lines))
+    return 0
+
+
+def run_topic_merge(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    service = open_search(app)
+    try:
+        with app.lock.hold(app.config.sync_timeout_ms / 1000):
+            fact = service.merge_topics(args.source, args.target)
+            for door in service.doors:
+                service.refresh(door)  # the shards and vocabulary.json follow the new fact
+    finally:
+        service.close()
+    path = f".dsh-chapters/{edits_path(app.harness_id)}"
+    data = {"fact": {"type": str(fact.type), **dict(fact.fields), "author": fact.author,
+                     "at": fact.at}, "path": path}
+    inv.emit(data, f"topic-alias {fact.get('from')} -> {fact.get('to')} (author: user) "
+                   f"appended to {path}")
+    return 0
+
+
+def run_artifact(args: argparse.Namespace, inv: Invocation) -> int:
+    app = _app(inv)
+    action = args.action or "read"
+    if action not in ARTIFACT_ACTIONS:
+        raise UsageError(f"chapters artifact: unknown action {action!r}",
+                         hint="one of: " + ", ".join(ARTIFACT_ACTIONS))
+    if action != "search" and args.words:
+        raise UsageError(f"chapters artifact {action} takes no words, got {' '.join(args.words)!r}",
+                         hint="chapters artifact <path|sha> search <words>")
+    found = resolve(args.ref, read_roots(app))
+    text = read_text(found)
+    config = app.config
+    result: Any
+    if action == "toc":
+        result = table_of_contents(text, path=found.display, config=config)
+    elif action == "search":
+        result = search_lines(text, " ".join(args.words), path=found.display, config=config,
+                              limit=args.limit)
+    else:
+        result = read_lines(text, path=found.display, config=config, offset=args.offset,
+                            limit=args.limit)
+    inv.emit({"root": found.root.name, **result.to_json()}, result.text())
+    return 0
+
+
+def search_section(app: App) -> StatusSection:
+    """`chapters status`: shard count and vocabulary candidates per door (last refresh)."""
+    return StatusSection("search", read_search_status(app.store_tree),
+                         [status_line(app.store_tree)])
+
+
+STATUS_SECTIONS.append(search_section)
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    search = subparsers.add_parser(
+        "search", parents=[common], help="find past chapters, plans and rules",
+        description="Rank every chapter, plan and rule of this project with one deterministic "
+                    "scorer (topic hits x2, title and summary x1, category +1.5) and print "
+                    "`score | date | kind | title | path (topics: ...)` lines packed to "
+                    "--max-tokens. Answers from the pool mirror when it exists, else the store.")
+    search.add_argument("query", nargs="*", help="words to look for")
+    search.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                        help="the answer's token budget (default: searchDefaultMaxTokens, 400)")
+    search.add_argument("--topic", metavar="T", help="read one whole topic shard")
+    search.add_argument("--cross-project", action="store_true",
+                        help="search every project in the pool, not just this one")
+    search.set_defaults(run=run_search)
+
+    index = subparsers.add_parser(
+        "index", parents=[common], help="update the topic shards and the manifest",
+        description="Bring index/<topic>.md and index/manifest.json up to date, reading only "
+                    "new or changed files, and report the vocabulary candidates (§6.3).")
+    index.add_argument("--rebuild", action="store_true",
+                       help="ignore the manifest and derive everything again (byte-identical)")
+    index.set_defaults(run=run_index)
+
+    topic = subparsers.add_parser(
+        "topic", parents=[common], help="curate topics (merge)",
+        description="Curation facts about topics, appended to this machine's edits file.")
+    topic_subs = topic.add_subparsers(dest="topic_command", metavar="merge", required=True)
+    merge = topic_subs.add_parser(
+        "merge", parents=[common], help="make topic A an alias of topic B",
+        description="Append a user-authored topic-alias fact: A is searched, indexed and shown "
+                    "as B on every machine that syncs it.")
+    merge.add_argument("source", metavar="A", help="the topic to merge away")
+    merge.add_argument("target", metavar="B", help="the topic it becomes")
+    merge.set_defaults(run=run_topic_merge)
+
+    artifact = subparsers.add_parser(
+        "artifact", parents=[common], help="read an artifact or chapter by path or sha",
+        description="Read archived text: `read` (default) pages with --offset/--limit (200 "
+                    "lines by default, 400 at most), `toc` lists headings, `search <words>` "
+                    "lists matching lines. The store is searched first, then the mirror.")
+    artifact.add_argument("ref", metavar="PATH|SHA", help="a path from search, or a sha256")
+    artifact.add_argument("action", nargs="?", metavar="toc|search|read", help="default: read")
+    artifact.add_argument("words", nargs="*", help="for search: the words to find")
+    artifact.add_argument("--offset", type=int, default=0, metavar="N",
+                          help="first line to read (0-based)")
+    artifact.add_argument("--limit", type=int, default=None, metavar="N",
+                          help="lines to return (default 200, capped at 400)")
+    artifact.set_defaults(run=run_artifact)

@@ -1,0 +1,511 @@
+"""The knowledge pool as the app runs it: link, sync, the archive's sync points, status.
+
+The use case is the core's `sync`; this module only wires it to the composed `App` (its
+store and mirror trees, lock, clock, credentials and provider plugins) and does the few
+workspace edits a user expects of the first sync: `.dsh-knowledge/` in `.gitignore`, once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from dsh_chapters_core.config import Config
+from dsh_chapters_core.errors import ChaptersError, FailureCode, UsageError
+from dsh_chapters_core.ports.clock import Clock
+from dsh_chapters_core.ports.store import CredentialStore, FileTree, WriterLock
+from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, ProviderFactory
+from dsh_chapters_core.projectkey import ProjectIdentity
+from dsh_chapters_core.sync import (
+    STATE_PATH,
+    PushDecision,
+    SyncMode,
+    SyncReport,
+    SyncState,
+    iter_pool_lines,
+    pending_paths,
+    push_after_archive,
+    read_sync_state,
+    select_provider,
+    sync,
+)
+
+MIRROR_DIRNAME = ".dsh-knowledge"
+GITIGNORE_ENTRIES = (f"{MIRROR_DIRNAME}/", f"{MIRROR_DIRNAME}.*/")
+GITIGNORE_STATE = "state/gitignore.json"  # records that the hint was written (so: once)
+PROJECT_CONFIG = "config.toml"  # under `.dsh-chapters/`
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+
+# What to do next, per failure code (§5.3; amendment 2026-09-21: auth surfaces a re-link).
+NEXT_STEP: dict[str, str] = {
+    FailureCode.AUTH: "the pool refused the token: run `chapters link <url> <new-token>`",
+    FailureCode.NETWORK: "the archive is safe here; run `chapters sync` when the pool is reachable",
+    FailureCode.TIMEOUT: "the archive is safe here; raise syncTimeoutMs or retry `chapters sync`",
+    FailureCode.DIVERGED: "the pool kept moving; run `chapters sync` again",
+    FailureCode.CORRUPT: "the next `chapters sync` moves the mirror aside and clones again",
+    FailureCode.REFUSED: "check the pool's path or URL and its permissions with `chapters link`",
+    FailureCode.NOT_FOUND: "check the pool's path or URL with `chapters link`",
+}
+
+
+class PoolApp(Protocol):
+    """What this module reads of the composed App (bootstrap.App satisfies it)."""
+
+    @property
+    def workspace(self) -> Path: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def harness_id(self) -> str: ...
+
+    @property
+    def identity(self) -> ProjectIdentity: ...
+
+    @property
+    def lock(self) -> WriterLock: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def credentials(self) -> CredentialStore: ...
+
+    @property
+    def store_tree(self) -> FileTree: ...
+
+    @property
+    def mirror_tree(self) -> FileTree: ...
+
+    @property
+    def provider_factories(self) -> tuple[ProviderFactory, ...]: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Remotes and tokens (§2.1)
+
+
+def is_local_remote(remote: str) -> bool:
+    """A local-path pool: no scheme (an absolute path, `./x`, `~/x`) or `file://`."""
+    return "://" not in remote or remote.startswith("file://")
+
+
+def _url_of(remote: str) -> str:
+    """The URL inside a `<provider>+<url>` remote (`treedx+https://h/r` → `https://h/r`)."""
+    scheme = remote.split("://", 1)[0]
+    return remote.split("+", 1)[1] if "+" in scheme else remote
+
+
+def remote_host(remote: str) -> str:
+    """The host of a network remote, "" for a local path."""
+    if is_local_remote(remote):
+        return ""
+    return (urlsplit(_url_of(remote)).hostname or "").lower()
+
+
+def is_loopback_host(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def normalize_remote(remote: str, cwd: Path) -> str:
+    """A local path becomes absolute (the config outlives the shell's cwd); URLs stay."""
+    if is_local_remote(remote):
+        path = remote[len("file://") :] if remote.startswith("file://") else remote
+        return str((cwd / Path(path).expanduser()).resolve())
+    return remote
+
+
+def check_token_rules(remote: str, token: str | None) -> None:
+    """§2.1: a token is required for network hosts (loopback exempt), never for a local path,
+    and never inside the URL (it would land in the config file and in error messages)."""
+    if is_local_remote(remote):
+        if token:
+            raise UsageError(
+                "a local-path pool takes no token",
+                hint="run `chapters link <path>` without a token",
+            )
+        return
+    parts = urlsplit(_url_of(remote))
+    if parts.username or parts.password:
+        raise UsageError(
+            "the pool URL carries credentials; they would be stored in plain text",
+            hint="pass the URL without `user:token@` and the token as the second argument",
+        )
+    host = remote_host(remote)
+    if not host:
+        raise UsageError(
+            f"the pool URL {remote!r} has no host", hint="pass https://host/org/repo.git"
+        )
+    if not token and not is_loopback_host(host):
+        raise UsageError(
+            f"{host} is a network host: a pool there needs a token",
+            hint="run `chapters link <https-url> <token>` (loopback hosts need none)",
+        )
+    if parts.scheme == "http" and not is_loopback_host(host):
+        raise UsageError(
+            f"http:// to {host} would send the token in clear text", hint="use an https:// URL"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The project config file (`.dsh-chapters/config.toml`): one flat string key at a time.
+
+
+def _toml_string(value: str) -> str:
+    # A JSON string is a TOML basic string, once DEL (legal in JSON, not in TOML) is escaped.
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def set_project_setting(store_root: Path, key: str, value: str) -> Path:
+    """Set `key = "value"` in the project config, keeping every other line as it was."""
+    path = store_root / PROJECT_CONFIG
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    new_line = f"{key} = {_toml_string(value)}"
+    out: list[str] = []
+    replaced = False
+    for line in lines:
+        bare = line.split("=", 1)[0].strip().strip('"')
+        if (
+            not replaced
+            and "=" in line
+            and not line.lstrip().startswith(("#", "["))
+            and bare == key
+        ):
+            out.append(new_line)
+            replaced = True
+        else:
+            out.append(line)
+    if not replaced:
+        # Before any [table], so the key stays top-level.
+        at = next((i for i, line in enumerate(out) if line.lstrip().startswith("[")), len(out))
+        out.insert(at, new_line)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Providers and sync
+
+
+def choose_factory(app: PoolApp, remote: str | None = None) -> ProviderFactory:
+    return select_provider(
+        app.provider_factories,
+        remote if remote is not None else app.config.knowledge_remote,
+        app.config.knowledge_provider,
+    )
+
+
+def open_provider(app: PoolApp) -> KnowledgeProvider:
+    factory = choose_factory(app)
+    context = ProviderContext(
+        remote=app.config.knowledge_remote,
+        workspace=str(app.workspace),
+        mirror_root=str(Path(app.mirror_tree.root)),
+        project_key=app.identity.project_key,
+        harness_id=app.harness_id,
+        config=app.config,
+        credentials=app.credentials,
+        credential_name=app.identity.project_key,
+    )
+    return factory.create(context)
+
+
+def _hint_gitignore(app: PoolApp) -> tuple[str, ...]:
+    """§3.1: the first sync adds the mirror to the project's `.gitignore`, once (and the
+    `.dsh-knowledge.stale-*`/`.tmp-*` siblings a provider may leave). Returns what it added."""
+    if app.store_tree.exists(GITIGNORE_STATE):
+        return ()
+    path = app.workspace / ".gitignore"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    present = {line.strip().lstrip("/").rstrip("/") for line in text.splitlines()}
+    added = tuple(e for e in GITIGNORE_ENTRIES if e.rstrip("/") not in present)
+    if added:
+        sep = "" if not text or text.endswith("\n") else "\n"
+        path.write_text(text + sep + "".join(f"{e}\n" for e in added), encoding="utf-8")
+    record = {"entries": list(GITIGNORE_ENTRIES), "added": list(added)}
+    app.store_tree.write(GITIGNORE_STATE, json.dumps(record, sort_keys=True).encode() + b"\n")
+    return added
+
+
+def _scrub(report: SyncReport, token: str | None) -> SyncReport:
+    """Defence in depth: providers never put a token in a message; if one did, it stops here."""
+    if not token or token not in json.dumps(report.to_json()):
+        return report
+    data = report.to_json()
+    data.pop("line", None)
+    cleaned = json.loads(json.dumps(data).replace(token, "[token]"))
+    return SyncReport.from_json(cleaned)
+
+
+def run_sync(app: PoolApp, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
+    """One sync of the linked pool. Refuses (ChaptersError) only when nothing is linked or the
+    provider policy contradicts the remote; transport failures come back as local-only."""
+    provider = open_provider(app)
+    try:
+        _hint_gitignore(app)
+        report = sync(
+            store_tree=app.store_tree,
+            provider=provider,
+            mirror_tree=app.mirror_tree,
+            lock=app.lock,
+            clock=app.clock,
+            config=app.config,
+            identity=app.identity,
+            harness_id=app.harness_id,
+            mode=mode,
+        )
+    finally:
+        provider.close()
+    return _scrub(report, app.credentials.read(app.identity.project_key))
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRefused:
+    """A sync point that could not run at all (no provider for the remote, lock timeout)."""
+
+    message: str
+    hint: str = ""
+
+
+def is_linked(app: PoolApp) -> bool:
+    return bool(app.config.knowledge_remote)
+
+
+def before_archive(app: PoolApp) -> SyncReport | SyncRefused | None:
+    """§5.1: pull before an archive point, best effort (None when no pool is linked)."""
+    if not is_linked(app):
+        return None
+    try:
+        return run_sync(app, SyncMode.PULL)
+    except ChaptersError as exc:
+        return SyncRefused(exc.message, exc.hint)
+
+
+def after_archive(app: PoolApp) -> SyncReport | PushDecision | SyncRefused | None:
+    """§5.1: the debounced push after an archive. Never raises: the archive already succeeded
+    and stays so (§5.3). None when no pool is linked."""
+    if not is_linked(app):
+        return None
+    try:
+        outcome = push_after_archive(
+            store_tree=app.store_tree,
+            lock=app.lock,
+            clock=app.clock,
+            config=app.config,
+            run_push=lambda: run_sync(app, SyncMode.PUSH),
+        )
+    except ChaptersError as exc:
+        return SyncRefused(exc.message, exc.hint)
+    # §6.2: a completed push is an enrichment trigger; the drain runs detached, never here.
+    _after_push(app, outcome)
+    return outcome
+
+
+def _after_push(app: PoolApp, outcome: SyncReport | PushDecision) -> None:
+    from dsh_chapters import enrichment  # imported late: enrichment imports the composition root
+    from dsh_chapters.bootstrap import App
+
+    if isinstance(app, App):
+        enrichment.after_push(app, outcome)
+
+
+def describe_sync_point(outcome: SyncReport | PushDecision | SyncRefused | None) -> str:
+    """One line for an archive command's output ("" when no pool is linked)."""
+    if outcome is None:
+        return ""
+    if isinstance(outcome, PushDecision):
+        return (
+            f"pool       push deferred until {outcome.due_at} (syncDebounceMs); "
+            "`chapters sync` pushes now"
+        )
+    if isinstance(outcome, SyncRefused):
+        hint = f" (next: {outcome.hint})" if outcome.hint else ""
+        return f"pool       not synced: {outcome.message}{hint}"
+    return f"pool       {outcome.line()}"
+
+
+def sync_point_json(
+    outcome: SyncReport | PushDecision | SyncRefused | None,
+) -> dict[str, Any] | None:
+    """The same, for `--json` output."""
+    if outcome is None:
+        return None
+    if isinstance(outcome, PushDecision):
+        return {"deferred": True, "dueAt": outcome.due_at, "reason": outcome.reason}
+    if isinstance(outcome, SyncRefused):
+        return {"refused": outcome.message, "hint": outcome.hint}
+    return outcome.to_json()
+
+
+# ---------------------------------------------------------------------------------------------
+# Link (§2.1)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkResult:
+    remote: str
+    provider: str
+    project_key: str
+    config_file: str
+    token_stored: bool
+    previous: str = ""  # the remote this replaced ("" if none or the same)
+    mirror_removed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "remote": self.remote,
+            "provider": self.provider,
+            "projectKey": self.project_key,
+            "configFile": self.config_file,
+            "tokenStored": self.token_stored,
+            "previous": self.previous,
+            "mirrorRemoved": self.mirror_removed,
+        }
+
+
+def link_pool(
+    app: PoolApp, store_root: Path, remote: str, token: str | None, cwd: Path
+) -> LinkResult:
+    """Bind the project to a pool: a local path, or a network URL with its token.
+
+    The token goes to the credential store (`<DSH_HOME>/dsh-chapters/credentials/<projectKey>`,
+    0600) and nowhere else. Re-linking to another pool drops the old mirror (it is transport,
+    §3.1) and the old sync state, so nothing of one pool is ever pushed into another."""
+    target = normalize_remote(remote.strip(), cwd)
+    check_token_rules(target, token)
+    factory = choose_factory(app, target)
+    key = app.identity.project_key
+    if token:
+        app.credentials.write(key, token)
+    else:
+        app.credentials.delete(key)  # a token for another pool must never reach this one
+    previous = app.config.knowledge_remote
+    removed = False
+    if previous and previous != target:
+        mirror = Path(app.mirror_tree.root)
+        if mirror.is_dir():
+            shutil.rmtree(mirror)
+            removed = True
+        app.store_tree.write(STATE_PATH, SyncState().to_bytes())
+    config_file = set_project_setting(store_root, "knowledgeRemote", target)
+    return LinkResult(
+        remote=target,
+        provider=factory.name,
+        project_key=key,
+        config_file=str(config_file),
+        token_stored=bool(token),
+        previous=previous if previous != target else "",
+        mirror_removed=removed,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Status
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStatus:
+    remote: str
+    provider: str
+    project_key: str
+    derivation: str
+    canonical: str
+    mirror: str
+    mirror_present: bool
+    harness_id: str
+    pending: int
+    state: SyncState
+    refusal: str = ""  # why no provider can serve the remote, if so
+
+    def to_json(self) -> dict[str, Any]:
+        report = self.state.report
+        return {
+            "remote": self.remote,
+            "provider": self.provider,
+            "projectKey": self.project_key,
+            "derivation": self.derivation,
+            "canonical": self.canonical,
+            "mirror": self.mirror,
+            "mirrorPresent": self.mirror_present,
+            "harnessId": self.harness_id,
+            "pending": self.pending,
+            "lastSync": report.to_json() if report else None,
+            "pushDueAt": self.state.push_due_at,
+            "localOnly": bool(report and report.local_only),
+            "refusal": self.refusal,
+        }
+
+    def lines(self) -> Iterator[str]:
+        yield from iter_pool_lines(self.state.report, self.pending, self.state)
+
+
+def pool_status(app: PoolApp) -> PoolStatus:
+    state = read_sync_state(app.store_tree)
+    pending = len(
+        pending_paths(
+            app.store_tree,
+            app.mirror_tree,
+            app.identity.project_key,
+            app.harness_id,
+            state.unpushed,
+        )
+    )
+    provider, refusal = "", ""
+    if app.config.knowledge_remote:
+        try:
+            provider = choose_factory(app).name
+        except ChaptersError as exc:
+            refusal = exc.message
+    mirror = Path(app.mirror_tree.root)
+    return PoolStatus(
+        remote=app.config.knowledge_remote,
+        provider=provider,
+        project_key=app.identity.project_key,
+        derivation=app.identity.derivation,
+        canonical=app.identity.canonical,
+        mirror=str(mirror),
+        mirror_present=mirror.is_dir(),
+        harness_id=app.harness_id,
+        pending=pending,
+        state=state,
+        refusal=refusal,
+    )
+
+
+def status_lines(app: PoolApp) -> list[str]:
+    """The pool lines of `chapters status` (the archive family's command prints them)."""
+    status = pool_status(app)
+    if not status.remote:
+        return [
+            f"pool       none linked (local-only) · {status.pending} pending · "
+            "`chapters link <path>` shares the archive"
+        ]
+    lines = [
+        f"pool       {status.remote} ({status.provider or 'no provider'}) · "
+        f"mirror {status.mirror}" + ("" if status.mirror_present else " (not yet cloned)")
+    ]
+    if status.refusal:
+        lines.append(f"           refused: {status.refusal}")
+    lines.extend(status.lines())
+    report = status.state.report
+    if report is not None and report.local_only:
+        lines.append(
+            "           next: " + NEXT_STEP.get(report.failure_code, "run `chapters sync`")
+        )
+    return lines

@@ -1,0 +1,132 @@
+"""The writer lock across real processes: exclusion, the holder file, a stale holder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from dsh_chapters_core.errors import ChaptersError
+from dsh_chapters_core.ports.store import WriterLock
+from dsh_chapters_fs.lock import FileWriterLock, pid_alive
+
+HOLD_SCRIPT = r"""
+import sys, time
+from dsh_chapters_fs.lock import FileWriterLock
+lock = FileWriterLock(sys.argv[1], stale_seconds=float(sys.argv[2]))
+with lock.hold(5):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def _holder(store: Path, stale: float = 600) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(store), str(stale)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert proc.stdout is not None
+    proc.stdout.close()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=10)
+    assert not pid_alive(proc.pid)
+    return proc.pid
+
+
+def test_hold_writes_and_removes_the_holder_file(tmp_path: Path) -> None:
+    lock: WriterLock = FileWriterLock(tmp_path, stale_seconds=600)
+    assert lock.state().held is False
+    with lock.hold(1):
+        state = lock.state()
+        assert state.held and state.pid == os.getpid() and not state.stale
+        holder = json.loads((tmp_path / "state" / "writer.holder").read_text())
+        assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
+        with lock.hold(1):  # nested in the same process: no self-deadlock
+            assert lock.state().held
+    assert not (tmp_path / "state" / "writer.holder").exists()
+    assert lock.state().held is False
+
+
+@pytest.mark.slow
+def test_another_process_waits_then_refuses_with_the_holder(tmp_path: Path) -> None:
+    proc = _holder(tmp_path)
+    try:
+        lock = FileWriterLock(tmp_path, stale_seconds=600)
+        state = lock.state()
+        assert state.held and state.pid == proc.pid and not state.stale
+        started = time.monotonic()
+        with pytest.raises(ChaptersError) as refused, lock.hold(0.3):
+            pass
+        assert time.monotonic() - started >= 0.3
+        assert f"pid {proc.pid}" in str(refused.value) and "waited 0.3 s" in str(refused.value)
+    finally:
+        _kill(proc)
+
+
+@pytest.mark.slow
+def test_a_killed_holder_frees_the_lock_and_is_reported_stale_once_old(tmp_path: Path) -> None:
+    proc = _holder(tmp_path, stale=1)
+    _kill(proc)
+    lock = FileWriterLock(tmp_path, stale_seconds=1)
+    state = lock.state()
+    assert not state.held and state.pid == proc.pid
+    assert not state.stale  # dead, but younger than lockStaleSeconds
+    holder_file = tmp_path / "state" / "writer.holder"
+    holder = json.loads(holder_file.read_text())
+    holder["startedEpoch"] -= 5  # age it past lockStaleSeconds
+    holder_file.write_text(json.dumps(holder))
+    state = lock.state()
+    assert state.stale and state.age_seconds >= 5
+    with lock.hold(1):
+        assert lock.took_over is not None and lock.took_over.pid == proc.pid
+        assert lock.state().pid == os.getpid()
+    assert lock.state().pid == 0 and not lock.state().stale
+
+
+def test_a_live_old_holder_is_never_stale(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / "writer.holder").write_text(json.dumps(
+        {"pid": os.getpid(), "host": socket.gethostname(), "startedAt": "x",
+         "startedEpoch": time.time() - 10_000}))
+    assert not FileWriterLock(tmp_path, stale_seconds=1).state().stale
+    (state_dir / "writer.holder").write_text(json.dumps(
+        {"pid": _dead_pid(), "host": socket.gethostname(), "startedAt": "x",
+         "startedEpoch": time.time() - 10_000}))
+    assert FileWriterLock(tmp_path, stale_seconds=1).state().stale
+    (state_dir / "writer.holder").write_text(json.dumps(
+        {"pid": _dead_pid(), "host": "another-machine", "startedAt": "x",
+         "startedEpoch": time.time() - 10_000}))
+    # another host's pid cannot be checked from here: never declared dead
+    assert not FileWriterLock(tmp_path, stale_seconds=1).state().stale
+
+
+def test_a_soft_lock_left_by_a_dead_stale_holder_is_broken(tmp_path: Path, monkeypatch) -> None:
+    import filelock
+
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / "writer.holder").write_text(json.dumps(
+        {"pid": _dead_pid(), "host": socket.gethostname(), "startedAt": "x",
+         "startedEpoch": time.time() - 10_000}))
+    # A filesystem without flock: filelock falls back to a soft lock, which a dead writer leaves.
+    monkeypatch.setattr(filelock, "FileLock", filelock.SoftFileLock)
+    (state_dir / "writer.lock").write_text("")
+    lock = FileWriterLock(tmp_path, stale_seconds=1)
+    with lock.hold(0.2):
+        assert lock.took_over is not None

@@ -1,0 +1,231 @@
+"""The SQLite FTS5 search cache on real files: it may never change a ranking."""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+from dsh_chapters_core.config import DEFAULTS
+from dsh_chapters_core.curation import FactType, make_fact
+from dsh_chapters_core.frontmatter import dump_frontmatter
+from dsh_chapters_core.search import SearchRefusal
+from dsh_chapters_core.search.index import DoorLayout
+from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest, SearchService
+from dsh_chapters_core.testing.fakes_search import chapter_path, document_text
+from dsh_chapters_fs.chapterfile import parse_document
+from dsh_chapters_fs.search_cache import SqliteSearchCache
+from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+PK = "pk-1"
+TOPICS = ["auth", "authentication", "jwt", "sqlite", "cache", "caches", "deploy", "ci",
+          "db-migrations", "tests", "Ünïcode", "search_index"]
+WORDS = [*TOPICS, "fix", "refresh", "token", "Earlier", "history", "Conversation", "span",
+         "middleware", "page", "naïve", "ß"]
+
+
+def door(root: Path, cache: SqliteSearchCache | None) -> SearchDoor:
+    tree = SearchTree(root)
+    return SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
+                      reader=FrontmatterReader(), prefix=".dsh-chapters/", cache=cache,
+                      state=tree, state_path="cache/index-store.tokens.json")
+
+
+def service(root: Path, cache: SqliteSearchCache | None,
+            core: frozenset[str] = frozenset()) -> SearchService:
+    return SearchService(doors=[door(root, cache)], config=DEFAULTS, harness_id="h1",
+                         core_rules=lambda: core)
+
+
+def write(root: Path, path: str, data: bytes) -> None:
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def random_corpus(root: Path, rnd: random.Random, size: int) -> None:
+    numbers: dict[str, int] = {}
+    for _ in range(size):
+        session = f"s{rnd.randrange(12)}"
+        numbers[session] = numbers.get(session, 0) + 1
+        legacy = rnd.random() < 0.2
+        title = ("Earlier history " if legacy else "") + " ".join(rnd.sample(WORDS, 3))
+        write(root, chapter_path(session, numbers[session], "c"), document_text(
+            title=title, summary=" ".join(rnd.choices(WORDS, k=8)),
+            topics=rnd.sample(TOPICS, rnd.randrange(4)),
+            date=f"2026-0{rnd.randrange(1, 10)}-1{rnd.randrange(10)}T00:00:00Z",
+            project_key=rnd.choice([PK, PK, "pk-2"])))
+    for n in range(1, 4):
+        write(root, f"rules/h{n}/00{n}-testing-r.md", document_text(
+            title="testing rule", kind="rule", category=rnd.choice(["testing", "auth"]),
+            body=" ".join(rnd.choices(WORDS, k=6)) + "\n", project_key=PK))
+
+
+def outcome(svc: SearchService, request: SearchRequest) -> object:
+    try:
+        return svc.search(request).to_json()
+    except SearchRefusal as refusal:
+        return ("refused", refusal.needed, refusal.requested, refusal.total)
+
+
+def same_answers(root: Path, queries: list[str], core: frozenset[str] = frozenset()) -> None:
+    """Every budget: a big one (the cache hands over everything) and small ones (it hands
+    over only its best candidates, and must still give the same lines and totals)."""
+    with SqliteSearchCache(root / "cache/search-store.sqlite") as cache:
+        cached, plain = service(root, cache, core), service(root, None, core)
+        for query in queries:
+            for cross in (False, True):
+                for budget in (1_000_000, 400, 90, 30):
+                    request = SearchRequest(query=query, project_key=PK, cross_project=cross,
+                                            max_tokens=budget)
+                    assert outcome(cached, request) == outcome(plain, request), (query, budget)
+
+
+@settings(max_examples=int(os.environ.get('SEARCH_PROP_EXAMPLES', '10')), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.integers(5, 60),
+       st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3), min_size=1,
+                max_size=5),
+       st.lists(st.tuples(st.sampled_from(TOPICS), st.sampled_from(TOPICS)), max_size=2))
+def test_cached_search_equals_a_plain_full_scan(
+    rnd: random.Random, size: int, queries: list[list[str]], aliases: list[tuple[str, str]]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        random_corpus(root, rnd, size)
+        if aliases:
+            facts = [make_fact(FactType.TOPIC_ALIAS, at=str(i), **{"from": a, "to": b})
+                     for i, (a, b) in enumerate(aliases)]
+            write(root, "edits/h2/curation.jsonl",
+                  "".join(f.to_line() + "\n" for f in facts).encode())
+        texts = [" ".join(q) for q in queries]
+        same_answers(root, texts, core=frozenset({"h2/002", "rules/h3/003-testing-r.md"}))
+        # Then the corpus moves on: new chapters, an enrichment rewrite; the cache follows.
+        random_corpus(root, rnd, 5)
+        victim = sorted(root.glob("s*/chapters/*.md"))[0]
+        victim.write_bytes(document_text(title="rewritten sqlite", topics=["jwt"],
+                                         project_key=PK))
+        service(root, None).refresh(door(root, None))  # e.g. `chapters index`
+        same_answers(root, [*texts, "sqlite", "jwt"])
+
+
+def answer(root: Path, cache: SqliteSearchCache) -> dict:
+    return service(root, cache).search(SearchRequest(query="auth sqlite")).to_json()
+
+
+def test_the_cache_rebuilds_itself_when_missing_corrupt_or_older(tmp_path: Path) -> None:
+    random_corpus(tmp_path, random.Random(7), 30)
+    expected = service(tmp_path, None).search(SearchRequest(query="auth sqlite")).to_json()
+    db = tmp_path / "cache/search-store.sqlite"
+    with SqliteSearchCache(db) as cache:
+        assert answer(tmp_path, cache) == expected
+        assert cache.count() > 0
+    db.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    with SqliteSearchCache(db) as cache:
+        assert answer(tmp_path, cache) == expected
+    db.write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    with SqliteSearchCache(db) as cache:
+        assert answer(tmp_path, cache) == expected
+    with sqlite3.connect(db) as raw:
+        raw.execute("PRAGMA user_version = 999")
+    raw.close()
+    with SqliteSearchCache(db) as cache:
+        assert answer(tmp_path, cache) == expected
+        assert cache.count() > 0
+
+
+def test_a_query_on_a_fresh_cache_reads_no_chapter(tmp_path: Path) -> None:
+    random_corpus(tmp_path, random.Random(3), 40)
+    with SqliteSearchCache(tmp_path / "cache/search-store.sqlite") as cache:
+        svc = service(tmp_path, cache)
+        svc.search(SearchRequest(query="auth"))  # builds the index and the cache
+        reads: list[str] = []
+        tree = svc.doors[0].tree
+        original = tree.read
+
+        def counting(path: str) -> bytes:
+            reads.append(path)
+            return original(path)
+
+        tree.read = counting  # type: ignore[method-assign]
+        svc.search(SearchRequest(query="sqlite deploy"))
+        assert [p for p in reads if "/chapters/" in p] == []
+
+
+def test_search_tree_containment_and_fingerprints(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    root = tmp_path / "store"
+    (root / "artifacts").mkdir(parents=True)
+    (root / "artifacts/ok.txt").write_text("fine")
+    os.symlink(outside, root / "artifacts/leak.txt")
+    os.symlink(root / "artifacts/ok.txt", root / "artifacts/inner.txt")
+    tree = SearchTree(root)
+    assert tree.contains("artifacts/ok.txt") and tree.contains("artifacts/inner.txt")
+    assert not tree.contains("artifacts/leak.txt")
+    before = tree.fingerprint("artifacts/ok.txt")
+    (root / "artifacts/ok.txt").write_text("changed!")
+    assert before and tree.fingerprint("artifacts/ok.txt") != before
+    assert tree.fingerprint("artifacts/none.txt") == ""
+    tree.remove("artifacts/ok.txt")
+    tree.remove("artifacts/ok.txt")
+    assert not tree.exists("artifacts/ok.txt")
+
+
+@pytest.mark.parametrize("query", ["Ünïcode", "search_index", "naïve", "SS"])
+def test_unicode_and_underscores_tokenize_the_same_in_fts_and_in_the_scorer(
+    tmp_path: Path, query: str
+) -> None:
+    random_corpus(tmp_path, random.Random(11), 40)
+    same_answers(tmp_path, [query])
+
+
+_FRONTMATTER_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False, width=32) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(
+    st.sampled_from(["title", "summary", "topics", "date", "projectKey", "kind", "category",
+                     "status", "seqRange", "messages", "sha256", "generated", "x-y", "yes",
+                     "tokens", "odd key"]),
+    _FRONTMATTER_VALUES, max_size=8),
+    st.sampled_from(["s1/chapters/001-a.md", "rules/h1/001-testing-x.md"]),
+    st.text(max_size=40))
+def test_the_fast_frontmatter_path_reads_like_the_yaml_parser(
+    fields: dict, path: str, body: str
+) -> None:
+    text = dump_frontmatter(fields) + body
+    assert FrontmatterReader().parse(path, text.encode("utf-8", "surrogatepass")) == \
+        parse_document(path, text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
+
+
+def test_hand_edited_yaml_goes_to_the_yaml_parser() -> None:
+    text = "---\ntitle: plain words here\ntopics:\n  - auth\n  - jwt\n---\nbody\n"
+    doc = FrontmatterReader().parse("s1/chapters/001-a.md", text.encode())
+    assert doc == parse_document("s1/chapters/001-a.md", text)
+    assert doc is not None and doc.topics == ("auth", "jwt") and doc.title == "plain words here"
+
+
+def test_a_span_is_scoped_by_its_first_member_in_both_paths(tmp_path: Path) -> None:
+    write(tmp_path, chapter_path("s1", 1, "a"), document_text(
+        title="Earlier history", summary="nothing", project_key=PK))
+    write(tmp_path, chapter_path("s1", 2, "b"), document_text(
+        title="Earlier history", summary="zeppelin", project_key="pk-2"))
+    same_answers(tmp_path, ["zeppelin"])
+    plain = service(tmp_path, None).search(SearchRequest(query="zeppelin", project_key=PK))
+    assert plain.total == 1 and plain.matches[0].entry.members == (
+        "s1/chapters/001-a.md", "s1/chapters/002-b.md")

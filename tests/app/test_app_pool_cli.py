@@ -1,0 +1,330 @@
+"""`chapters link`, `sync`, `list --pool`, `demo` and the archive's sync point, through the
+composition root against real local-path pools (the git provider, real files)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import stat
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+from dsh_chapters import providers
+from dsh_chapters.cli import main
+from dsh_chapters.knowledge_pool import (
+    check_token_rules,
+    is_loopback_host,
+    normalize_remote,
+    set_project_setting,
+)
+from dsh_chapters_core.errors import UsageError
+
+from tests.acceptance.steps_common import Machine, session_id_for
+
+ORIGIN = "https://github.com/acme/widgets.git"
+TOKEN = "tok-never-echo-5d1c0b7a"
+
+
+def machine(root: Path, name: str) -> Machine:
+    workspace = root / name / "widgets"
+    (workspace / ".git").mkdir(parents=True)
+    (workspace / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {ORIGIN}\n')
+    home = root / name / "home"
+    home.mkdir()
+    env = {
+        "DSH_HOME": str(home),
+        "DSH_CHAPTERS_HARNESS_ID": name,
+        "HOME": str(root / name),
+        "PATH": "/usr/bin:/bin",
+    }
+    return Machine(name, workspace, home, env)
+
+
+@pytest.fixture
+def a(tmp_path: Path) -> Machine:
+    return machine(tmp_path, "box-a")
+
+
+@pytest.fixture
+def b(tmp_path: Path) -> Machine:
+    return machine(tmp_path, "box-b")
+
+
+@pytest.fixture
+def pool(tmp_path: Path) -> Path:
+    return tmp_path / "drive" / "widgets.git"
+
+
+# ---------------------------------------------------------------------------------------------
+# link
+
+
+def test_link_without_arguments_shows_the_six_facts(a: Machine) -> None:
+    text = a.ok("link").out
+    for label in ("upstream", "projectKey", "mirror", "sync", "pending", "harness id"):
+        assert label in text
+    assert "none (local-only)" in text and "box-a" in text and "never synced" in text
+    data = a.ok("link", "--json").json()
+    assert data["remote"] == "" and data["harnessId"] == "box-a" and data["pending"] == 0
+    assert data["derivation"] == "remote" and data["canonical"] == "github.com/acme/widgets"
+
+
+def test_link_a_path_writes_the_project_config(a: Machine, pool: Path) -> None:
+    (a.store).mkdir()
+    (a.store / "config.toml").write_text("# mine\nmergeThreshold = 0.4\n\nchapterLimit = 9000\n")
+    out = a.ok("link", str(pool)).out
+    assert f"linked {pool} (git)" in out and "chapters sync" in out
+    text = (a.store / "config.toml").read_text()
+    assert text == (
+        f'# mine\nmergeThreshold = 0.4\n\nchapterLimit = 9000\nknowledgeRemote = "{pool}"\n'
+    )
+    shown = a.ok("link", "--json").json()
+    assert shown["remote"] == str(pool) and shown["provider"] == "git"
+
+
+def test_link_a_relative_path_stores_it_absolute(a: Machine) -> None:
+    a.ok("link", "../pool.git")
+    assert a.ok("link", "--json").json()["remote"] == str((a.workspace / "../pool.git").resolve())
+
+
+def test_link_a_url_stores_the_token_0600_and_never_prints_it(a: Machine) -> None:
+    result = a.ok("link", "https://git.example.com/acme/knowledge.git", TOKEN, "--json")
+    assert TOKEN not in result.text and result.json()["tokenStored"] is True
+    key = result.json()["projectKey"]
+    stored = a.home / "dsh-chapters" / "credentials" / key
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600 and stored.read_text().strip() == TOKEN
+    shown = a.ok("link")
+    status = a.ok("status")
+    assert TOKEN not in shown.text + status.text
+    assert not [
+        p for p in a.workspace.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()
+    ]
+
+
+def test_link_reads_the_token_from_stdin(a: Machine) -> None:
+    result = a.run("link", "https://git.example.com/acme/k.git", "-", stdin=TOKEN + "\n")
+    assert result.code == 0 and TOKEN not in result.text
+    assert next((a.home / "dsh-chapters" / "credentials").iterdir()).read_text().strip() == TOKEN
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("https://git.example.com/k.git",), "is a network host: a pool there needs a token"),
+        (("http://git.example.com/k.git", TOKEN), "would send the token in clear text"),
+        ((f"https://me:{TOKEN}@git.example.com/k.git",), "the pool URL carries credentials"),
+        (("/srv/pool.git", TOKEN), "a local-path pool takes no token"),
+        (("ftp://git.example.com/k.git", TOKEN), "no installed provider takes the remote"),
+    ],
+)
+def test_link_refusals(a: Machine, argv: tuple[str, ...], message: str) -> None:
+    result = a.run("link", *argv)
+    assert result.code == 2 and message in result.err and "next:" in result.err
+    assert TOKEN not in result.text
+    assert not (a.store / "config.toml").exists()
+
+
+def test_loopback_needs_no_token() -> None:
+    check_token_rules("http://127.0.0.1:8080/pool.git", None)
+    check_token_rules("https://localhost/pool.git", None)
+    check_token_rules("https://[::1]:9/p.git", None)
+    assert is_loopback_host("127.0.0.2") and not is_loopback_host("10.0.0.1")
+    with pytest.raises(UsageError):
+        check_token_rules("treedx+https://tree.example.com/widgets", None)
+
+
+def test_a_provider_policy_that_contradicts_the_remote_refuses(a: Machine, pool: Path) -> None:
+    a.set_config('knowledgeProvider = "treedx"')
+    result = a.run("link", str(pool))
+    assert result.code == 2 and "contradicts" in result.err
+    a.store.joinpath("config.toml").write_text(
+        f'knowledgeProvider = "treedx"\nknowledgeRemote = "{pool}"\n'
+    )
+    refused = a.run("sync")
+    assert refused.code == 2 and "contradicts" in refused.err
+    assert not pool.exists()  # nothing fell back into a git pool
+
+
+def test_relinking_drops_the_old_mirror_and_state(a: Machine, tmp_path: Path, pool: Path) -> None:
+    a.ok("link", str(pool))
+    a.archive("s-1")
+    assert a.mirror.is_dir()
+    other = tmp_path / "drive" / "other.git"
+    out = a.ok("link", str(other)).out
+    assert f"replaced {pool}" in out and "mirror was removed" in out and not a.mirror.exists()
+    shown = a.ok("link", "--json").json()
+    assert shown["lastSync"] is None and shown["pending"] == 4
+    assert a.ok("sync", "--json").json()["publishedNew"] == 4
+
+
+def test_set_project_setting_replaces_in_place(tmp_path: Path) -> None:
+    path = set_project_setting(tmp_path, "knowledgeRemote", "/a")
+    set_project_setting(tmp_path, "knowledgeRemote", 'we"ird\\path')
+    assert path.read_text() == 'knowledgeRemote = "we\\"ird\\\\path"\n'
+    tabled = tmp_path / "t"
+    tabled.mkdir()
+    (tabled / "config.toml").write_text("# top\n[section]\nkey = 1\n")
+    set_project_setting(tabled, "knowledgeRemote", "/p")
+    assert (
+        tabled / "config.toml"
+    ).read_text() == '# top\nknowledgeRemote = "/p"\n[section]\nkey = 1\n'
+    assert normalize_remote("~/x", tmp_path).startswith("/")
+    assert normalize_remote("https://h/r.git", tmp_path) == "https://h/r.git"
+
+
+# ---------------------------------------------------------------------------------------------
+# sync, status, the archive's sync point
+
+
+def test_sync_without_a_pool_explains(a: Machine) -> None:
+    result = a.run("sync")
+    assert result.code == 1 and "no knowledge pool is linked" in result.err
+    assert "chapters link <path>" in result.err
+
+
+def test_first_sync_adds_the_mirror_to_gitignore_once(a: Machine, pool: Path) -> None:
+    (a.workspace / ".gitignore").write_text("node_modules/")
+    a.ok("link", str(pool))
+    first = a.ok("sync")
+    assert "created the pool → cloned" in first.out and "→ pushed" in first.out
+    assert (a.workspace / ".gitignore").read_text() == (
+        "node_modules/\n.dsh-knowledge/\n.dsh-knowledge.*/\n"
+    )
+    (a.workspace / ".gitignore").write_text("node_modules/\n")  # the user took it out
+    a.ok("sync")
+    assert (a.workspace / ".gitignore").read_text() == "node_modules/\n"
+
+
+def test_archive_pushes_then_defers_within_the_window(a: Machine, pool: Path) -> None:
+    a.ok("link", str(pool))
+    first = a.archive("s-1").json()["pool"]
+    assert first["ok"] and first["pushed"] and first["publishedNew"] == 4
+    second = a.archive("s-2").json()["pool"]
+    assert second["deferred"] is True and second["dueAt"]
+    text = a.ok("status").out
+    assert "push deferred until" in text and "· 4 pending" in text
+    assert a.ok("sync", "--json").json()["publishedNew"] == 4
+    assert "push deferred" not in a.ok("status").out
+
+
+def test_archive_succeeds_when_the_sync_point_cannot_run(a: Machine, pool: Path) -> None:
+    a.store.mkdir()
+    a.store.joinpath("config.toml").write_text(
+        f'knowledgeProvider = "treedx"\nknowledgeRemote = "{pool}"\n'
+    )
+    result = a.ok("archive", str(a.write_session("s-1")))
+    assert "chapters   3 written" in result.out and "pool       not synced:" in result.out
+
+
+def test_an_unreachable_pool_leaves_the_archive_alone(a: Machine, tmp_path: Path) -> None:
+    drive = tmp_path / "drive"
+    pool = drive / "widgets.git"
+    a.ok("link", str(pool))
+    a.archive("s-1")
+    drive.rename(tmp_path / "unplugged")
+    a.set_config("syncDebounceMs = 0")
+    archived = a.ok("archive", str(a.write_session("s-2")), "--json").json()
+    assert len(archived["chapters"]) == 3 and archived["pool"]["ok"] is False
+    result = a.run("sync")
+    assert result.code == 1 and "local-only — open: " in result.out and "· 4 pending" in result.out
+    assert "file(s) pending" in result.err and "next:" in result.err
+    status = a.ok("status").out
+    assert "local-only" in status and "next: " in status
+    (tmp_path / "unplugged").rename(drive)
+    back = a.ok("sync", "--json").json()
+    assert back["pushed"] and back["pending"] == 0 and back["publishedNew"] == 4
+
+
+def test_list_pool_names_every_writer(a: Machine, b: Machine, pool: Path) -> None:
+    a.ok("link", str(pool))
+    b.ok("link", str(pool))
+    a.archive("s-a")
+    b.archive("s-b")
+    a.ok("sync")
+    listed = a.ok("list", "--pool", "--json").json()
+    assert {(c["harnessId"], c["sessionId"]) for c in listed} == {
+        ("box-a", session_id_for("s-a")),
+        ("box-b", session_id_for("s-b")),
+    }
+    assert all(c["path"].startswith(".dsh-knowledge/chapters/") for c in listed)
+    text = a.ok("list", "--pool").out
+    assert "6 chapter(s) from 2 machine(s)" in text
+
+
+def test_list_pool_before_any_sync(a: Machine) -> None:
+    assert "no pool linked" in a.ok("list", "--pool").out
+
+
+# ---------------------------------------------------------------------------------------------
+# demo and plugins
+
+
+def test_demo_runs_two_machines_and_cleans_up(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    lines = [step["text"] for step in data["steps"]]
+    said = [t for step in data["steps"] for t in (step["text"], *step.get("more", []))]
+    assert any(t.startswith("sync: created the pool → cloned") for t in said)
+    assert any("reads 3 chapters from the pool, written by machine-a" in t for t in lines)
+    assert any("local-only — " in t and "· 3 pending" in t for t in lines)
+    assert (
+        lines[-1].endswith("→ nothing to push")
+        and "now reads 5 chapters" in data["steps"][-1]["more"][0]
+    )
+    assert not Path(data["root"]).exists() and data["kept"] is False
+    assert main(["demo"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("chapters demo: two machines, one pool") and "(--keep keeps it)" in text
+
+
+def test_demo_keep_keeps_the_directory(capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    assert main(["demo", "--keep", "--json"]) == 0
+    root = Path(json.loads(capsys.readouterr().out)["root"])
+    try:
+        assert (root / "shared-drive" / "widgets.git" / "HEAD").is_file()
+        assert (root / "machine-b" / "widgets" / ".dsh-knowledge").is_dir()
+    finally:
+        shutil.rmtree(root)
+
+
+def test_provider_plugins_skip_duplicates_broken_and_foreign(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    group = providers.PROVIDER_GROUP
+    fake = "dsh_chapters_core.testing.fakes_transport:FakeProviderFactory"
+    points = [
+        EntryPoint("fake", fake, group),
+        EntryPoint("fake", "dsh_chapters_git.provider:GitProviderFactory", group),  # duplicate name
+        EntryPoint("broken", "dsh_chapters_no_such_module:Factory", group),
+        EntryPoint("foreign", "json:JSONDecoder", group),  # not a ProviderFactory
+    ]
+    monkeypatch.setattr(providers, "entry_points", lambda group: points)
+    with caplog.at_level(logging.WARNING, logger="dsh_chapters.providers"):
+        loaded = providers.load_provider_factories()
+    assert [f.name for f in loaded] == ["fake"]
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "'broken'" in messages and "failed to import" in messages and "'foreign'" in messages
+
+
+def test_installed_providers_include_git() -> None:
+    names = [f.name for f in providers.load_provider_factories()]
+    assert "git" in names and len(names) == len(set(names))
+
+
+def test_before_archive_pulls_and_after_archive_is_quiet_without_a_pool(
+    a: Machine, b: Machine, pool: Path
+) -> None:
+    from dsh_chapters import knowledge_pool
+
+    assert knowledge_pool.before_archive(a.app()) is None
+    assert knowledge_pool.after_archive(a.app()) is None
+    assert knowledge_pool.describe_sync_point(None) == ""
+    a.ok("link", str(pool))
+    b.ok("link", str(pool))
+    a.archive("s-a")
+    pulled = knowledge_pool.before_archive(b.app())
+    assert isinstance(pulled, knowledge_pool.SyncReport) and pulled.ok
+    assert pulled.copied_in_new == 4 and not pulled.pushed and pulled.mode == "pull"

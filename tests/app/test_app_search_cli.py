@@ -1,0 +1,186 @@
+"""`chapters search | index | topic merge | artifact` through the real CLI, real files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+from dsh_chapters.cli import main
+from dsh_chapters_core.frontmatter import dump_frontmatter
+
+Capture = pytest.CaptureFixture[str]
+DEMO = (Path(__file__).parents[2]
+        / "packages/dsh-chapters/src/dsh_chapters/samples/demo-session.jsonl")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "w"
+    root.mkdir()
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DSH_CHAPTERS_HARNESS_ID", "hostA")
+    return root
+
+
+def run(ws: Path, capsys: Capture, *argv: str) -> tuple[int, str, str]:
+    code = main(["-C", str(ws), *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def as_json(ws: Path, capsys: Capture, *argv: str) -> dict:
+    code, out, err = run(ws, capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def archived(ws: Path, capsys: Capture) -> Path:
+    code, _, err = run(ws, capsys, "archive", str(DEMO))
+    assert code == 0, err
+    return ws
+
+
+def project_key(ws: Path, capsys: Capture) -> str:
+    return as_json(ws, capsys, "status")["store"]["projectKey"]
+
+
+def write_doc(path: Path, **fields: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_frontmatter({"kind": "chapter", **fields}) + "## user\n\nbody\n",
+                    encoding="utf-8")
+
+
+def test_search_answers_from_the_store_with_the_json_contract(workspace: Path,
+                                                              capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    data = as_json(ws, capsys, "search", "retry", "backoff")
+    assert list(data) == ["matches", "shown", "total", "budget", "door", "status"]
+    assert data["door"] == "store" and data["status"] == "ok" and data["total"] >= 2
+    first = data["matches"][0]
+    assert set(first) == {"score", "date", "kind", "title", "path", "topics"}
+    assert first["kind"] == "chapter" and "backoff" in first["topics"]
+    assert (ws / first["path"]).is_file()  # every hit is a path `read` opens from the workspace
+    assert data["budget"]["requested"] == 400
+    assert data["budget"]["used"] + data["budget"]["remaining"] == 400
+    code, out, _ = run(ws, capsys, "search", "retry", "backoff")
+    assert code == 0 and out.splitlines()[1].startswith(f"{first['score']:.2f} | ")
+    assert f"| {first['path']} (topics: " in out
+
+
+def test_nothing_here_and_nothing_matched(workspace: Path, capsys: Capture) -> None:
+    assert as_json(workspace, capsys, "search", "retry")["status"] == "empty"
+    ws = archived(workspace, capsys)
+    missed = as_json(ws, capsys, "search", "kubernetes")
+    assert (missed["status"], missed["total"], missed["matches"]) == ("no-match", 0, [])
+    code, _, err = run(ws, capsys, "search")
+    assert code == 2 and "nothing to search for" in err
+
+
+def test_a_budget_too_small_for_one_line_refuses_with_numbers(workspace: Path,
+                                                              capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    code, out, err = run(ws, capsys, "search", "retry", "--max-tokens", "3")
+    assert code == 1 and out == ""
+    assert "budget is 3 tokens" in err and "--max-tokens" in err
+    code, out, _ = run(ws, capsys, "search", "retry")
+    first_line = out.splitlines()[1]
+    need = (len(first_line) + 1 + 3) // 4  # charsPerToken 4, the newline counted
+    assert f"needs {need} tokens" in run(ws, capsys, "search", "retry", "--max-tokens",
+                                         str(need - 1))[2]
+    paged = as_json(ws, capsys, "search", "retry", "--max-tokens", str(need))
+    assert (paged["shown"], paged["total"], paged["budget"]["used"]) == (1, 2, need)
+
+
+def test_index_rebuild_is_byte_identical_and_status_reports_it(workspace: Path,
+                                                               capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    report = as_json(ws, capsys, "index")["doors"][0]
+    assert report["door"] == "store" and report["shards"] > 0
+    index = ws / ".dsh-chapters/index"
+    before = {p.name: p.read_bytes() for p in index.iterdir()}
+    rebuilt = as_json(ws, capsys, "index", "--rebuild")["doors"][0]
+    assert rebuilt["rebuilt"] is True
+    assert {p.name: p.read_bytes() for p in index.iterdir()} == before
+    status = as_json(ws, capsys, "status")
+    assert status["search"]["store"]["shards"] == report["shards"]
+    _, out, _ = run(ws, capsys, "status")
+    assert f"search: store {report['shards']} shards" in out and "(shadow)" in out
+
+
+def test_topic_merge_appends_a_user_fact_and_search_follows(workspace: Path,
+                                                            capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    data = as_json(ws, capsys, "topic", "merge", "backoff", "retry")
+    assert data["path"] == ".dsh-chapters/edits/hostA/curation.jsonl"
+    (line,) = (ws / data["path"]).read_text().splitlines()
+    fact = json.loads(line)
+    assert (fact["type"], fact["from"], fact["to"], fact["author"]) == (
+        "topic-alias", "backoff", "retry", "user")
+    assert not (ws / ".dsh-chapters/index/backoff.md").exists()
+    topic = as_json(ws, capsys, "search", "--topic", "backoff")
+    assert topic["total"] >= 2 and all("backoff" not in m["topics"] for m in topic["matches"])
+    assert all("retry" in m["topics"] for m in topic["matches"])
+
+
+def test_the_mirror_answers_when_it_exists_and_stays_clean(workspace: Path,
+                                                           capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    key = project_key(ws, capsys)
+    write_doc(ws / f".dsh-knowledge/chapters/{key}/s9/001-pool.md", title="pool-only zeppelin",
+              topics=["zeppelin"], projectKey=key, date="2026-10-01T00:00:00Z")
+    write_doc(ws / ".dsh-knowledge/chapters/other-key/s8/001-foreign.md",
+              title="foreign zeppelin", topics=["zeppelin"], projectKey="other-key")
+    data = as_json(ws, capsys, "search", "zeppelin")
+    assert data["door"] == "mirror" and data["total"] == 1
+    assert data["matches"][0]["path"] == f".dsh-knowledge/chapters/{key}/s9/001-pool.md"
+    assert as_json(ws, capsys, "search", "zeppelin", "--cross-project")["total"] == 2
+    assert as_json(ws, capsys, "search", "retry")["door"] == "store"  # the pool had no match
+    mirror_files = sorted(str(p.relative_to(ws / ".dsh-knowledge"))
+                          for p in (ws / ".dsh-knowledge").rglob("*") if p.is_file())
+    assert mirror_files == [f"chapters/{key}/s9/001-pool.md",
+                            "chapters/other-key/s8/001-foreign.md"]  # search wrote nothing there
+
+
+def test_artifact_reads_with_caps_toc_and_search(workspace: Path, capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    text = "".join(f"line {n}\n" for n in range(1, 501))
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    blob = ws / f".dsh-chapters/artifacts/{sha[:2]}/{sha}.txt"
+    blob.parent.mkdir(parents=True)
+    blob.write_text(text)
+    page = as_json(ws, capsys, "artifact", sha)
+    assert (page["root"], page["returned"], page["totalLines"], page["nextOffset"]) == (
+        "store", 200, 500, 200)
+    capped = as_json(ws, capsys, "artifact", sha, "read", "--offset", "50", "--limit", "1000")
+    assert (capped["returned"], capped["capped"], capped["lines"][0]) == (400, True, "line 51")
+    found = as_json(ws, capsys, "artifact", sha, "search", "line", "49")
+    assert found["totalMatches"] == len([n for n in range(1, 501) if "49" in str(n)])
+    assert found["matches"][0] == {"line": 49, "text": "line 49"}
+    chapter = as_json(ws, capsys, "search", "retry")["matches"][0]["path"]
+    toc = as_json(ws, capsys, "artifact", chapter, "toc")
+    assert toc["entries"] and toc["entries"][0]["title"]
+    code, out, _ = run(ws, capsys, "artifact", chapter, "read", "--limit", "3")
+    assert code == 0 and "lines 1-3 of" in out and "next: --offset 3" in out
+
+
+def test_artifact_refuses_escapes_and_names_both_roots_on_a_miss(workspace: Path,
+                                                                 capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    (ws / ".dsh-knowledge").mkdir()
+    code, _, err = run(ws, capsys, "artifact", "f" * 64)
+    assert code == 1 and "store (.dsh-chapters)" in err and "mirror (.dsh-knowledge)" in err
+    for ref in ("../../etc/passwd", "/etc/passwd"):
+        code, _, err = run(ws, capsys, "artifact", ref)
+        assert code == 1 and "refused" in err
+    secret = ws.parent / "secret.txt"
+    secret.write_text("token")
+    link = ws / ".dsh-chapters/artifacts/ee/leak.txt"
+    link.parent.mkdir(parents=True)
+    os.symlink(secret, link)
+    code, out, err = run(ws, capsys, "artifact", ".dsh-chapters/artifacts/ee/leak.txt")
+    assert code == 1 and "symlink" in err and "token" not in out + err
+    code, _, err = run(ws, capsys, "artifact", "f" * 64, "dance")
+    assert code == 2 and "unknown action" in err

@@ -1,0 +1,135 @@
+"""projectKey (§2.3): canonical form, fallbacks, and the issue's test vectors."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.projectkey import (
+    ProjectIdentity,
+    canonicalize_remote,
+    derive_project_key,
+    project_slug,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+SAME_PROJECT = (
+    "https://GitHub.com/Org/Repo.git",
+    "git@github.com:org/repo",
+    "ssh://git@github.com/org/repo.git/",
+    "https://user:tok@github.com/org/repo",
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("https://GitHub.com/Org/Repo.git", "github.com/org/repo"),
+        ("git@github.com:org/repo", "github.com/org/repo"),
+        ("ssh://git@github.com/org/repo.git/", "github.com/org/repo"),
+        ("https://user:tok@github.com/org/repo", "github.com/org/repo"),
+        ("http://github.com/org/repo/", "github.com/org/repo"),
+        ("git://github.com/org/repo.git", "github.com/org/repo"),
+        ("gitlab.com/org/repo", "gitlab.com/org/repo"),
+        ("https://git.example.com:8443/team/app.git", "git.example.com:8443/team/app"),
+        ("ssh://git@host.example:2222/org/repo.git", "host.example:2222/org/repo"),
+        ("https://x-access-token:ghp_abcdef@github.com/org/repo.git", "github.com/org/repo"),
+        ("  https://github.com/org/repo.git//  ", "github.com/org/repo"),
+        ("treedx+https://TreeDX.local:8080/Corpus", "treedx/treedx.local:8080/corpus"),
+        ("treedx+http://user:secret@127.0.0.1:9000/pool/", "treedx/127.0.0.1:9000/pool"),
+        ("/srv/pools/knowledge.git", "/srv/pools/knowledge"),
+        ("file:///srv/pools/knowledge.git", "/srv/pools/knowledge"),
+    ],
+)
+def test_canonical_form(url: str, canonical: str) -> None:
+    assert canonicalize_remote(url) == canonical
+
+
+def test_issue_vectors_give_one_key_and_gitlab_another() -> None:
+    keys = {derive_project_key(remote=url).project_key for url in SAME_PROJECT}
+    assert len(keys) == 1
+    (key,) = keys
+    assert key == str(uuid.uuid5(uuid.NAMESPACE_OID, "github.com/org/repo"))
+    assert derive_project_key(remote="gitlab.com/org/repo").project_key != key
+
+
+def test_treedx_remote_is_its_own_namespace() -> None:
+    git = derive_project_key(remote="https://host.example/repo")
+    treedx = derive_project_key(remote="treedx+https://host.example/repo")
+    assert treedx.derivation == "treedx"
+    assert git.derivation == "remote"
+    assert treedx.canonical == "treedx/host.example/repo"
+    assert treedx.project_key != git.project_key
+
+
+def test_override_wins_over_remote_and_path() -> None:
+    key = "1C3F0000-0000-5000-8000-000000000001"
+    got = derive_project_key(remote="github.com/org/repo", path="/w", override=key)
+    assert got == ProjectIdentity(project_key=key.lower(), canonical=key, derivation="override")
+    named = derive_project_key(remote="github.com/org/repo", override="monorepo/sub")
+    assert named.derivation == "override"
+    assert named.project_key == str(uuid.uuid5(uuid.NAMESPACE_OID, "monorepo/sub"))
+
+
+def test_no_remote_is_path_derived() -> None:
+    got = derive_project_key(remote=None, path="/home/adrian/Projects/repo/")
+    assert got.derivation == "path-derived"
+    assert got.canonical == "/home/adrian/Projects/repo"
+    assert got.project_key == str(uuid.uuid5(uuid.NAMESPACE_OID, "/home/adrian/Projects/repo"))
+    assert derive_project_key(remote="  ", path="/w").derivation == "path-derived"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"path": "relative/dir"}, {"remote": "", "path": ""}],
+)
+def test_nothing_to_derive_from_is_usage_error(kwargs: dict[str, str]) -> None:
+    with pytest.raises(UsageError):
+        derive_project_key(**kwargs)
+
+
+@pytest.mark.parametrize("url", ["", "   ", "https://", "ssh://git@/"])
+def test_empty_remote_is_usage_error(url: str) -> None:
+    with pytest.raises(UsageError):
+        canonicalize_remote(url)
+
+
+@pytest.mark.parametrize(
+    ("identity", "slug"),
+    [
+        (derive_project_key(remote="git@github.com:org/my-repo.git"), "my-repo"),
+        (derive_project_key(path="/home/a/Projects/notes"), "notes"),
+        (derive_project_key(remote="treedx+https://h:1/corpus"), "corpus"),
+    ],
+)
+def test_project_slug(identity: ProjectIdentity, slug: str) -> None:
+    assert project_slug(identity) == slug
+
+
+_segment = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=12)
+
+
+@given(host=_segment, org=_segment, repo=_segment, user=_segment, token=_segment)
+def test_every_spelling_of_a_remote_gives_one_key(
+    host: str, org: str, repo: str, user: str, token: str
+) -> None:
+    host = f"{host}.example"
+    spellings = [
+        f"https://{host}/{org}/{repo}.git",
+        f"HTTPS://{host.upper()}/{org}/{repo}/",
+        f"git@{host}:{org}/{repo}.git",
+        f"ssh://git@{host}/{org}/{repo}.git/",
+        f"https://{user}:{token}@{host}/{org}/{repo}",
+    ]
+    canonicals = {canonicalize_remote(s) for s in spellings}
+    assert len(canonicals) == 1
+    assert canonicals == {canonicalize_remote(f"{host}/{org}/{repo}")}
+
+
+@given(token=st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=12, max_size=40))
+def test_credentials_never_reach_the_canonical_form(token: str) -> None:
+    canonical = canonicalize_remote(f"https://oauth2:{token}@gitlab.example/org/repo.git")
+    assert canonical == "gitlab.example/org/repo"
+    assert token.lower() not in canonical

@@ -1,0 +1,220 @@
+"""The search use case: two doors, one scorer; no-match vs empty; filters; cache == full scan."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from dsh_chapters_core.config import DEFAULTS, Config
+from dsh_chapters_core.curation import FactType, make_fact, parse_facts
+from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.search import AnswerStatus, SearchRefusal
+from dsh_chapters_core.search.index import DoorLayout
+from dsh_chapters_core.search.service import (
+    DoorName,
+    SearchDoor,
+    SearchRequest,
+    SearchService,
+    status_line,
+)
+from dsh_chapters_core.testing.fakes_search import (
+    CoreFrontmatterReader,
+    MemoryDerivedTree,
+    MemorySearchCache,
+    chapter_path,
+    document_text,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+READER = CoreFrontmatterReader()
+PK = "pk-1"
+
+
+def store_door(tree: MemoryDerivedTree, cache: MemorySearchCache | None = None) -> SearchDoor:
+    return SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree, reader=READER,
+                      prefix=".dsh-chapters/", cache=cache, state=tree,
+                      state_path="cache/index-store.tokens.json")
+
+
+def mirror_door(tree: MemoryDerivedTree, state: MemoryDerivedTree,
+                cache: MemorySearchCache | None = None) -> SearchDoor:
+    return SearchDoor(name=DoorName.MIRROR, layout=DoorLayout.MIRROR, tree=tree, reader=READER,
+                      prefix=".dsh-knowledge/", cache=cache, state=state,
+                      state_path="cache/index-mirror.tokens.json")
+
+
+def service(*doors: SearchDoor, config: Config = DEFAULTS) -> SearchService:
+    return SearchService(doors=doors, config=config, harness_id="h1",
+                         clock_now=lambda: "2026-11-30T08:50:00Z")
+
+
+def store_tree() -> MemoryDerivedTree:
+    return MemoryDerivedTree(files={
+        chapter_path("s1", 1, "jwt"): document_text(
+            title="JWT refresh", topics=["auth"], date="2026-09-17", project_key=PK),
+        chapter_path("s2", 1, "other"): document_text(
+            title="auth in another project", topics=["auth"], date="2026-09-18",
+            project_key="pk-2"),
+        "rules/h1/001-testing-suite.md": document_text(
+            title="testing rule", kind="rule", category="testing", project_key=PK,
+            body="run the suite before push\n"),
+    })
+
+
+def ask(svc: SearchService, query: str, **kw: object) -> dict:
+    request = SearchRequest(query=query, project_key=PK, **kw)  # type: ignore[arg-type]
+    return svc.search(request).to_json()
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_the_store_answers_and_names_its_door(cached: bool) -> None:
+    svc = service(store_door(store_tree(), MemorySearchCache() if cached else None))
+    answer = ask(svc, "auth")
+    assert answer["door"] == "store" and answer["status"] == "ok"
+    assert [m["path"] for m in answer["matches"]] == [".dsh-chapters/s1/chapters/001-jwt.md"]
+    cross = ask(svc, "auth", cross_project=True)
+    assert cross["total"] == 2
+
+
+def test_the_mirror_answers_first_then_the_store_when_the_pool_had_no_match() -> None:
+    store = store_tree()
+    mirror = MemoryDerivedTree(files={
+        f"chapters/{PK}/s9/001-pool.md": document_text(title="pool cache work", topics=["cache"],
+                                                       date="2026-10-01")})
+    svc = service(mirror_door(mirror, store), store_door(store))
+    assert ask(svc, "cache")["door"] == "mirror"
+    assert ask(svc, "cache")["matches"][0]["path"] == f".dsh-knowledge/chapters/{PK}/s9/001-pool.md"
+    fallback = ask(svc, "jwt")
+    assert fallback["door"] == "store" and fallback["total"] == 1
+
+
+def test_nothing_matched_and_nothing_here_are_different_answers() -> None:
+    svc = service(store_door(store_tree()))
+    missed = svc.search(SearchRequest(query="kubernetes", project_key=PK))
+    assert missed.status is AnswerStatus.NO_MATCH and missed.searched == 3
+    empty = service(store_door(MemoryDerivedTree())).search(SearchRequest(query="kubernetes"))
+    assert empty.status is AnswerStatus.EMPTY
+    assert (missed.to_json()["status"], empty.to_json()["status"]) == ("no-match", "empty")
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_topic_reads_a_whole_shard(cached: bool) -> None:
+    tree = store_tree()
+    tree.write(chapter_path("s1", 2, "b"), document_text(title="nothing in common",
+                                                         topics=["auth"], project_key=PK))
+    svc = service(store_door(tree, MemorySearchCache() if cached else None))
+    svc.refresh(svc.store)
+    answer = ask(svc, "", topic="Auth")
+    assert [m["path"] for m in answer["matches"]] == [
+        ".dsh-chapters/s1/chapters/001-jwt.md", ".dsh-chapters/s1/chapters/002-b.md"]
+    assert ask(svc, "jwt", topic="auth")["total"] == 1
+    assert ask(svc, "", topic="nope")["status"] == "no-match"
+
+
+def test_an_empty_query_without_topic_is_a_usage_error() -> None:
+    with pytest.raises(UsageError):
+        service(store_door(store_tree())).search(SearchRequest(query="  "))
+
+
+def test_core_rules_of_this_machine_rank_higher() -> None:
+    tree = store_tree()
+    tree.write("rules/h2/001-testing-other.md", document_text(
+        title="testing rule", kind="rule", category="testing", project_key=PK,
+        body="run the suite before push\n"))
+    svc = service(store_door(tree))
+    before = [m["path"] for m in ask(svc, "suite")["matches"]]
+    assert before == [".dsh-chapters/rules/h1/001-testing-suite.md",
+                      ".dsh-chapters/rules/h2/001-testing-other.md"]
+    approve = make_fact(FactType.RULE_STATUS, rule="h2/001", status="core")
+    tree.write("edits/h1/curation.jsonl", (approve.to_line() + "\n").encode())
+    after = [m["path"] for m in ask(svc, "suite")["matches"]]
+    assert after == before[::-1]
+    other_machine = SearchService(doors=[store_door(tree)], config=DEFAULTS, harness_id="h9")
+    assert [m["path"] for m in other_machine.search(
+        SearchRequest(query="suite", project_key=PK)).to_json()["matches"]] == before
+
+
+def test_topic_merge_is_a_user_fact_and_search_follows_it() -> None:
+    tree = store_tree()
+    tree.write(chapter_path("s1", 2, "login"), document_text(
+        title="login", topics=["authentication"], project_key=PK))
+    cache = MemorySearchCache()
+    svc = service(store_door(tree, cache))
+    assert ask(svc, "authentication")["total"] == 1
+    fact = svc.merge_topics("auth", "Authentication")
+    (parsed,) = parse_facts("h1", tree.files["edits/h1/curation.jsonl"].decode()).facts
+    assert (parsed.get("from"), parsed.get("to"), parsed.author) == (
+        "auth", "authentication", "user")
+    assert fact.to_line() == parsed.to_line()
+    assert ask(svc, "authentication")["total"] == 2  # the cache re-derived under the new alias
+    assert "index/authentication.md" in tree.files and "index/auth.md" not in tree.files
+
+
+def test_vocabulary_is_shadow_by_default_and_facts_when_applied() -> None:
+    tree = MemoryDerivedTree()
+    for n in range(1, 4):
+        tree.write(chapter_path("s", n, "x"), document_text(
+            title=f"t{n}", topics=["test", "tests"], project_key=PK))
+    shadow = service(store_door(tree)).refresh(store_door(tree), vocabulary=True)
+    assert [(c.source, c.target) for c in shadow.candidates] == [("test", "tests")]
+    assert "edits/h1/curation.jsonl" not in tree.files
+    assert "vocabulary 1 candidates (shadow)" in status_line(tree)
+    applied_cfg = DEFAULTS.replace(vocab_apply=True)
+    applied = service(store_door(tree), config=applied_cfg).refresh(store_door(tree),
+                                                                      vocabulary=True)
+    assert len(applied.applied) == 1 and applied.applied[0].author == "plugin"
+    assert json.loads(tree.files["topics/vocabulary.json"])["aliases"] == {"test": "tests"}
+    assert "index/test.md" not in tree.files
+
+
+def test_a_stale_cache_follows_a_manifest_another_process_wrote() -> None:
+    tree = store_tree()
+    cache = MemorySearchCache()
+    svc = service(store_door(tree, cache))
+    assert ask(svc, "auth")["total"] == 1
+    tree.write(chapter_path("s1", 5, "new"), document_text(title="auth again", project_key=PK))
+    other = service(store_door(tree))  # e.g. `chapters index` without this cache
+    other.refresh(other.store)
+    assert ask(svc, "auth")["total"] == 2
+
+
+# -- the property: the cached path equals the plain full scan --------------------------------------
+
+WORDS = ["auth", "jwt", "cache", "sqlite", "deploy", "tests", "index", "refresh", "Earlier",
+         "history", "span"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 3), st.lists(st.sampled_from(WORDS), max_size=4),
+                          st.lists(st.sampled_from(WORDS), max_size=3), st.integers(1, 9),
+                          st.booleans(), st.sampled_from([PK, "pk-2"])), max_size=25),
+       st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3), min_size=1, max_size=4),
+       st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)), max_size=2))
+def test_cached_search_equals_a_full_scan(rows: list, queries: list, aliases: list) -> None:
+    tree = MemoryDerivedTree()
+    numbers = [0] * 4
+    for session, title, topics, day, legacy, pk in rows:
+        numbers[session] += 1
+        tree.write(chapter_path(f"s{session}", numbers[session], "c"), document_text(
+            title=("Earlier history " if legacy else "") + " ".join(title), topics=topics,
+            summary=" ".join(reversed(title)), date=f"2026-01-0{day}", project_key=pk))
+    lines = [make_fact(FactType.TOPIC_ALIAS, at=str(i), **{"from": a, "to": b}).to_line()
+             for i, (a, b) in enumerate(aliases)]
+    if lines:
+        tree.write("edits/h2/curation.jsonl", ("\n".join(lines) + "\n").encode())
+    cached = service(store_door(tree, MemorySearchCache()))
+    plain = service(store_door(tree))
+    for words in queries:
+        for cross in (False, True):
+            for budget in (100_000, 120):
+                request = SearchRequest(query=" ".join(words), project_key=PK,
+                                        cross_project=cross, max_tokens=budget)
+                assert outcome(cached, request) == outcome(plain, request)
+
+
+def outcome(svc: SearchService, request: SearchRequest) -> object:
+    try:
+        return svc.search(request).to_json()
+    except SearchRefusal as refusal:
+        return ("refused", refusal.needed, refusal.total)
