@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from dsh_chapters import knowledge_pool
-from dsh_chapters.providers import load_provider_factories
+from dsh_chapters.plugins import load_provider_factories
 from dsh_chapters_core.pool_layout import to_pool
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, PushResult
 from dsh_chapters_core.sync import SyncReport

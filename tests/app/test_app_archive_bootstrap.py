@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from dsh_chapters.bootstrap import App, bootstrap, default_harness_id, find_workspace
-from dsh_chapters.harnesses import load_harness_readers
+from dsh_chapters.plugins import load_harness_readers
 from dsh_chapters_core.errors import ConfigError
 from dsh_chapters_core.ports.harness import HarnessReader
 from dsh_chapters_core.testing.fakes_store import FakeChapterStore, FakeWriterLock, FixedClock
@@ -106,7 +106,7 @@ def test_plugins_skip_duplicates_and_log_broken_or_wrong_ones(
         EntryPoint("broken", "no_such_module_anywhere:Reader", group),
         EntryPoint("wrong", "pathlib:PurePosixPath", group),  # imports, but is no reader
     ]
-    with caplog.at_level(logging.DEBUG, logger="dsh_chapters.harnesses"):
+    with caplog.at_level(logging.DEBUG, logger="dsh_chapters.plugins"):
         readers = load_harness_readers(entries=entries)
     assert list(readers) == ["dsh"] and type(readers["dsh"]).__name__ == "DshReader"
     log = caplog.text

@@ -113,23 +113,26 @@ class BlackHole:
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
         self.port = int(self.listener.getsockname()[1])
         self.held: list[socket.socket] = []
+        self.closing = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
     def _accept(self) -> None:
-        while True:
+        while not self.closing.is_set():
             try:
                 conn, _ = self.listener.accept()
-            except OSError:
-                return
+            except TimeoutError:
+                continue
             self.held.append(conn)
 
     def close(self) -> None:
-        self.listener.close()
+        self.closing.set()
         self.thread.join(timeout=5)
-        for conn in self.held:
+        self.listener.close()
+        for conn in self.held:  # the background push sees the pool hang up, and ends
             conn.close()
 
 

@@ -10,7 +10,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
-from dsh_chapters import providers
+from dsh_chapters import plugins as providers
 from dsh_chapters.cli import main
 from dsh_chapters.knowledge_pool import (
     check_token_rules,
@@ -302,7 +302,7 @@ def test_provider_plugins_skip_duplicates_broken_and_foreign(
         EntryPoint("foreign", "json:JSONDecoder", group),  # not a ProviderFactory
     ]
     monkeypatch.setattr(providers, "entry_points", lambda group: points)
-    with caplog.at_level(logging.WARNING, logger="dsh_chapters.providers"):
+    with caplog.at_level(logging.WARNING, logger="dsh_chapters.plugins"):
         loaded = providers.load_provider_factories()
     assert [f.name for f in loaded] == ["fake"]
     messages = " ".join(r.getMessage() for r in caplog.records)

@@ -19,6 +19,7 @@ from tests.core.conversation import Conversation
 IDENTITY = derive_project_key(remote="https://github.com/acme/widgets.git")
 HERE = "laptop"
 ROUTE = "fake/enricher-1"
+CONFIG = DEFAULTS.replace(enrichment_model=ROUTE, enrichment_trigger="manual")
 
 
 def conversation() -> Conversation:
@@ -41,7 +42,7 @@ def answer(title: str = "Fix the token refresh", summary: str = "Refresh retries
 class Corpus:
     """Chapters archived here (`laptop`) into a fake store; state in a memory tree."""
 
-    config: Config = DEFAULTS.replace(enrichment_model=ROUTE, enrichment_trigger="manual")
+    config: Config = CONFIG
     store: FakeChapterStore = field(init=False)
     lock: FakeWriterLock = field(default_factory=FakeWriterLock)
     tree: MemoryTree = field(default_factory=MemoryTree)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 from dsh_chapters_core.compose import (
+    RULES,
     ChapterPlan,
     Composition,
     Decision,
     compose_chapters,
+    is_continuation,
+    primary_of,
     primary_stem,
 )
 from dsh_chapters_core.config import DEFAULTS
@@ -59,9 +62,82 @@ def test_chapter_limit_forces_a_split() -> None:
 
 def test_empty_input_and_prose_turns() -> None:
     assert compose_chapters([], DEFAULTS) == Composition(chapters=(), decisions=())
+    # An empty signature cannot name a new task: it continues the open chapter.
     got = compose_chapters([sig(), sig()], DEFAULTS)
+    assert got.chapters == (ChapterPlan((0, 1)),)
+    assert got.decisions[1].rule == "continuation"
+    # Two substantive prose turns that share nothing split.
+    words = [f"alpha{i}" for i in range(12)]
+    others = [f"omega{i}" for i in range(12)]
+    got = compose_chapters([sig(terms=tuple(words)), sig(terms=tuple(others))], DEFAULTS)
     assert got.chapters == (ChapterPlan((0,)), ChapterPlan((1,)))
     assert got.decisions[1].rule == "below-threshold"
+
+
+FOLLOW_UP = sig((), ("pytest",), ("run", "tests", "pass"), size=60)  # "now run the tests"
+
+
+def test_a_thin_follow_up_continues_the_open_chapter() -> None:
+    got = compose_chapters([AUTH, FOLLOW_UP, AUTH_AGAIN], DEFAULTS)
+    assert got.chapters == (ChapterPlan((0, 1, 2)),)
+    assert [(d.action, d.rule) for d in got.decisions] == [
+        ("open", "first"), ("merge", "continuation"), ("merge", "overlap"),
+    ]
+    assert got.decisions[1].overlap < DEFAULTS.merge_threshold
+
+
+def test_continuation_needs_no_file_and_few_terms() -> None:
+    assert is_continuation(FOLLOW_UP, DEFAULTS)
+    # a turn naming a file says what it is about: the overlap and primary rules judge it
+    assert not is_continuation(sig(("docs/intro.md",), (), ("docs",)), DEFAULTS)
+    # a directory or tooling noise is no file
+    assert is_continuation(sig(("src/acme", ".venv/bin/python"), (), ("x",)), DEFAULTS)
+    many = sig((), (), tuple(f"t{i}" for i in range(DEFAULTS.continuation_max_terms + 1)))
+    assert not is_continuation(many, DEFAULTS)
+    assert is_continuation(many, DEFAULTS.replace(continuation_max_terms=20))
+    assert not is_continuation(sig(), DEFAULTS.replace(continuation_max_terms=-1))
+    got = compose_chapters([AUTH, many], DEFAULTS)
+    assert got.chapters == (ChapterPlan((0,)), ChapterPlan((1,)))
+
+
+def test_a_continuation_still_respects_the_chapter_limit() -> None:
+    big = sig(AUTH.paths, AUTH.commands, AUTH.terms, size=7950)
+    got = compose_chapters([big, FOLLOW_UP], DEFAULTS)
+    assert got.chapters == (ChapterPlan((0,)), ChapterPlan((1,)))
+    assert (got.decisions[1].action, got.decisions[1].rule) == ("split", "chapter-limit")
+
+
+def test_overlap_reads_the_chapters_recent_members() -> None:
+    # A long task drifts across files; its newest turn is compared with the last few
+    # members, not diluted by the union of everything the chapter ever touched.
+    drift = [sig((f"src/m{i}.py", f"src/m{i + 1}.py"), ("pytest",), (f"w{i}", f"w{i + 1}"))
+             for i in range(8)]
+    windowed = compose_chapters(drift, DEFAULTS.replace(merge_threshold=0.2))
+    assert windowed.chapters == (ChapterPlan(tuple(range(8))),)
+    whole = compose_chapters(drift, DEFAULTS.replace(merge_threshold=0.2, overlap_window_turns=0))
+    assert len(whole.chapters) > 1
+    diluted = next(d for d in whole.decisions if d.action == "split")
+    assert diluted.overlap < 0.2 <= windowed.decisions[diluted.turn_index].overlap
+    # Items of members that left the window no longer count.
+    old = sig(("lib/old.py",), (), ("legacy",))
+    filler = [sig(("src/a.py",), (), ("alpha",)) for _ in range(3)]
+    back = sig(("lib/other.py", "lib/old.py"), (), ("legacy",))
+    late = compose_chapters([old, *filler, back], DEFAULTS.replace(merge_threshold=0.2))
+    assert late.decisions[-1].overlap == 0.0
+    assert late.decisions[-1].action == "split"
+
+
+def test_the_primary_is_never_noise() -> None:
+    assert primary_of(sig((".venv/bin/python", "src/a.py"))) == ""
+    assert primary_of(sig(("/dev/null",))) == ""
+    assert primary_of(sig(("src/render.ts", "lib/x.ts"))) == "src/render"
+    assert primary_of(sig()) == ""
+
+
+def test_every_rule_is_named_in_rules() -> None:
+    assert RULES == (
+        "first", "overlap", "primary-match", "continuation", "below-threshold", "chapter-limit",
+    )
 
 
 def test_weights_come_from_config() -> None:
@@ -101,11 +177,13 @@ _signatures = st.builds(
 
 
 @given(st.lists(_signatures, max_size=40), st.floats(min_value=0.0, max_value=1.0),
-       st.integers(min_value=100, max_value=20_000))
+       st.integers(min_value=100, max_value=20_000), st.integers(min_value=0, max_value=5),
+       st.integers(min_value=-1, max_value=6))
 def test_every_turn_lands_in_exactly_one_chapter_in_order(
-    signatures: list[Signature], threshold: float, limit: int
+    signatures: list[Signature], threshold: float, limit: int, window: int, thin: int
 ) -> None:
-    config = DEFAULTS.replace(merge_threshold=threshold, chapter_limit=limit)
+    config = DEFAULTS.replace(merge_threshold=threshold, chapter_limit=limit,
+                              overlap_window_turns=window, continuation_max_terms=thin)
     got = compose_chapters(signatures, config)
     flat = [i for chapter in got.chapters for i in chapter.turn_indices]
     assert flat == list(range(len(signatures)))
@@ -113,6 +191,7 @@ def test_every_turn_lands_in_exactly_one_chapter_in_order(
     assert [d.turn_index for d in got.decisions] == flat
     assert sum(d.action != "merge" for d in got.decisions) == len(got.chapters)
     assert compose_chapters(list(signatures), config) == got
+    assert all(d.rule in RULES for d in got.decisions)
     for chapter in got.chapters:
         if len(chapter.turn_indices) > 1:
             assert sum(signatures[i].size for i in chapter.turn_indices) <= limit

@@ -218,3 +218,20 @@ def outcome(svc: SearchService, request: SearchRequest) -> object:
         return svc.search(request).to_json()
     except SearchRefusal as refusal:
         return ("refused", refusal.needed, refusal.total)
+
+
+def test_bring_current_reads_nothing_when_nothing_changed() -> None:
+    tree = store_tree()
+    svc = service(store_door(tree))
+    assert svc.bring_current(svc.store) is not None  # first time: builds
+    tree.reads.clear()
+    assert svc.bring_current(svc.store) is None
+    assert [p for p in tree.reads if not p.startswith("cache/")] == []
+    tree.write(chapter_path("s1", 9, "new"), document_text(title="new", project_key=PK))
+    report = svc.bring_current(svc.store)
+    assert report is not None and report.update.added == ("s1/chapters/009-new.md",)
+    tree.write("edits/h1/curation.jsonl", make_fact(FactType.NOTE, text="x").to_line().encode())
+    assert svc.bring_current(svc.store) is not None
+    tree.remove(chapter_path("s1", 9, "new"))
+    assert svc.bring_current(svc.store).update.removed == ("s1/chapters/009-new.md",)
+    assert svc.bring_current(svc.store) is None

@@ -15,9 +15,12 @@ from hypothesis import strategies as st
 from tests.core.conversation import Conversation
 
 
-def _sign(c: Conversation, **config: object) -> Signature:
+ROOT = "/home/dev/work/acme-api"
+
+
+def _sign(c: Conversation, *, cwd: str = "", **config: object) -> Signature:
     (turn,) = split_turns(c.events).complete
-    return sign_turn(turn, DEFAULTS.replace(**config))
+    return sign_turn(turn, DEFAULTS.replace(**config), cwd=cwd)
 
 
 def test_signature_holds_paths_commands_terms_size() -> None:
@@ -37,6 +40,49 @@ def test_signature_holds_paths_commands_terms_size() -> None:
     assert sig.size > 0
     assert sig.by == "deterministic"
     assert sig.at == c.events[-1].time
+
+
+def test_paths_are_spelled_relative_to_the_transcripts_cwd() -> None:
+    c = Conversation().turn(
+        "why does the refresh fail?", "found it",
+        ("Read", {"file_path": f"{ROOT}/src/acme/auth/token.py"}, "def refresh(): ..."),
+        ("Bash", {"command": "pytest"}, f"FAILED src/acme/auth/token.py::test_refresh\n"
+         f"rootdir: {ROOT}\n{ROOT}/.venv/bin/python -m pytest"),
+        ("Edit", {"file_path": f"{ROOT}/src/acme/auth/middleware.py", "old_string": "a",
+                  "new_string": "b"}, f"The file {ROOT}/src/acme/auth/middleware.py was updated."),
+    )
+    sig = _sign(c, cwd=ROOT)
+    # one spelling per file; the project root and the tool's own binary are noise
+    assert sig.paths == ("src/acme/auth/token.py", "src/acme/auth/middleware.py")
+    unrooted = _sign(c)
+    assert f"{ROOT}/src/acme/auth/token.py" in unrooted.paths
+    assert "src/acme/auth/token.py" in unrooted.paths
+    assert _sign(c, cwd=ROOT + "/") == sig
+
+
+def test_the_primary_is_a_project_file_not_a_directory_or_an_outside_path() -> None:
+    c = Conversation().turn(
+        "where is decode_token called?", "twice in the middleware",
+        ("Grep", {"pattern": "decode_token", "path": "src/acme"},
+         "src/acme/auth/middleware.py:9:from acme.auth.token import decode_token"),
+        ("Bash", {"command": "cat /etc/nginx/nginx.conf > /dev/null"}, ""),
+        ("Read", {"file_path": f"{ROOT}/src/acme/auth/token.py"}, ""),
+    )
+    sig = _sign(c, cwd=ROOT)
+    assert sig.paths == (
+        "src/acme/auth/middleware.py", "src/acme/auth/token.py", "src/acme", "/etc/nginx/nginx.conf",
+    )
+
+
+def test_noise_never_uses_up_the_path_limit() -> None:
+    noise = "\n".join(f"{ROOT}/.venv/lib/m{i}.py /dev/null /route{i}" for i in range(30))
+    c = Conversation().turn(
+        "run it", "ok",
+        ("Bash", {"command": "make"}, noise + "\nsrc/app.py"),
+        ("Grep", {"pattern": "x", "path": "lib"}, "lib/a/b"),
+    )
+    sig = _sign(c, cwd=ROOT, signature_max_paths=2)
+    assert sig.paths == ("src/app.py", "lib")
 
 
 def test_to_json_line_is_the_records_shape() -> None:

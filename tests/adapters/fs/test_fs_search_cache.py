@@ -86,8 +86,7 @@ def same_answers(root: Path, queries: list[str], core: frozenset[str] = frozense
                     assert outcome(cached, request) == outcome(plain, request), (query, budget)
 
 
-@settings(max_examples=int(os.environ.get('SEARCH_PROP_EXAMPLES', '10')), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.randoms(use_true_random=False), st.integers(5, 60),
        st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3), min_size=1,
                 max_size=5),

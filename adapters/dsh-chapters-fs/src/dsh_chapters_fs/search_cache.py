@@ -21,7 +21,7 @@ from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
@@ -29,7 +29,11 @@ _KINDS = {k.value: k for k in DocumentKind}
 _COLUMNS = ("path, kind, title, date, date_key, topics, summary, category, project_key, "
             "session_id, rule_id, raw_topics, t_topic, t_title, t_summary, t_category")
 _E_COLUMNS = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
-_FIELDS = ("t_topic", "t_title", "t_summary", "t_category")  # FTS5 columns, in this order
+# One FTS5 token per (term, field): `auth·t` is "auth" in a topic. U+00B7 is never part of a
+# core term (terms are runs of letters and digits) and the `ascii` tokenizer keeps non-ASCII
+# characters inside tokens, so each such token is exactly one FTS5 token.
+_MARK = "\u00b7"
+_FIELD_MARKS = ("t", "i", "s", "c")  # topic, title, summary, category
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
@@ -37,6 +41,7 @@ CREATE TABLE IF NOT EXISTS entries (
   sha256 TEXT NOT NULL,
   session_dir TEXT NOT NULL,
   legacy INTEGER NOT NULL,
+  tokens TEXT NOT NULL,
   path TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, title TEXT NOT NULL, date TEXT NOT NULL,
   date_key REAL NOT NULL, topics TEXT NOT NULL, summary TEXT NOT NULL, category TEXT NOT NULL,
   project_key TEXT NOT NULL, session_id TEXT NOT NULL, rule_id TEXT NOT NULL,
@@ -44,9 +49,13 @@ CREATE TABLE IF NOT EXISTS entries (
   t_category TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_fragments ON entries(session_dir) WHERE legacy = 1;
+-- What ordering and scoping read for every match: narrow rows, so a scan stays in few pages.
+CREATE TABLE IF NOT EXISTS keys (
+  id INTEGER PRIMARY KEY, date_key REAL NOT NULL, path TEXT NOT NULL, project_key TEXT NOT NULL,
+  legacy INTEGER NOT NULL, rule_id TEXT NOT NULL
+);
 CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
-  t_topic, t_title, t_summary, t_category,
-  content='', tokenize='ascii', detail='column', columnsize=0
+  tokens, content='', tokenize='ascii', detail='none', columnsize=0
 );
 PRAGMA user_version = {SCHEMA_VERSION};
 """
@@ -56,9 +65,15 @@ def _terms(values: frozenset[str]) -> str:
     return " ".join(sorted(values))
 
 
+def _tokens(entry: SearchEntry) -> str:
+    fields = (entry.topic_terms, entry.title_terms, entry.summary_terms, entry.category_terms)
+    return " ".join(f"{t}{_MARK}{mark}" for mark, terms in zip(_FIELD_MARKS, fields, strict=True)
+                    for t in sorted(terms))
+
+
 def _row(entry: SearchEntry, sha: str) -> tuple[object, ...]:
     return (
-        sha, entry.session_dir, 1 if is_legacy_fragment(entry) else 0,
+        sha, entry.session_dir, 1 if is_legacy_fragment(entry) else 0, _tokens(entry),
         entry.path, str(entry.kind), entry.title, entry.date, entry.date_key,
         _SEP.join(entry.topics), entry.summary, entry.category, entry.project_key,
         entry.session_id, entry.rule_id, _SEP.join(entry.raw_topics),
@@ -85,13 +100,13 @@ def _entry(row: tuple[object, ...]) -> SearchEntry:
     )
 
 
-def _phrase(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
+def _phrase(term: str, mark: str) -> str:
+    return '"' + (term + _MARK + mark).replace('"', '""') + '"'
 
 
 def _match(terms: Sequence[str]) -> str:
-    """An FTS5 query for "any of these terms"; each term is one quoted token."""
-    return " OR ".join(_phrase(t) for t in terms)
+    """An FTS5 query for "any of these terms, in any field"."""
+    return " OR ".join(_phrase(t, m) for t in terms for m in _FIELD_MARKS)
 
 
 class SqliteSearchCache:
@@ -166,32 +181,37 @@ class SqliteSearchCache:
     ) -> None:
         db = self.db
         rows = [_row(entry, sha) for entry, sha in upserts]
-        paths = [str(r[3]) for r in rows]
-        fields = ", ".join(_FIELDS)
+        paths = [str(r[4]) for r in rows]
         db.execute("BEGIN IMMEDIATE")
         try:
             if reset:
                 db.execute("DELETE FROM entries")
+                db.execute("DELETE FROM keys")
                 db.execute("INSERT INTO terms(terms) VALUES('delete-all')")
             else:
                 # A contentless FTS5 row is deleted by repeating the text it was indexed with.
                 for chunk in _chunks([*removed, *paths]):
                     marks = ",".join("?" * len(chunk))
-                    old = db.execute(f"SELECT id, {fields} FROM entries WHERE path IN ({marks})",
+                    old = db.execute(f"SELECT id, tokens FROM entries WHERE path IN ({marks})",
                                      chunk).fetchall()
-                    db.executemany(f"INSERT INTO terms(terms, rowid, {fields}) "
-                                   "VALUES('delete', ?, ?, ?, ?, ?)", old)
+                    db.executemany("INSERT INTO terms(terms, rowid, tokens) "
+                                   "VALUES('delete', ?, ?)", old)
                     db.executemany("DELETE FROM entries WHERE id = ?", [(r[0],) for r in old])
+                    db.executemany("DELETE FROM keys WHERE id = ?", [(r[0],) for r in old])
             db.executemany(
-                f"INSERT INTO entries(sha256, session_dir, legacy, {_COLUMNS}) "
-                f"VALUES ({','.join('?' * 19)})", rows)
+                f"INSERT INTO entries(sha256, session_dir, legacy, tokens, {_COLUMNS}) "
+                f"VALUES ({','.join('?' * 20)})", rows)
+            to_terms = "INSERT INTO terms(rowid, tokens) SELECT id, tokens FROM entries"
+            to_keys = ("INSERT INTO keys SELECT id, date_key, path, project_key, legacy, rule_id "
+                       "FROM entries")
             if reset:
-                db.execute(f"INSERT INTO terms(rowid, {fields}) SELECT id, {fields} FROM entries")
+                db.execute(to_terms)
+                db.execute(to_keys)
             else:
                 for chunk in _chunks(paths):
                     marks = ",".join("?" * len(chunk))
-                    db.execute(f"INSERT INTO terms(rowid, {fields}) SELECT id, {fields} "
-                               f"FROM entries WHERE path IN ({marks})", chunk)
+                    db.execute(f"{to_terms} WHERE path IN ({marks})", chunk)
+                    db.execute(f"{to_keys} WHERE path IN ({marks})", chunk)
             db.execute("DELETE FROM meta")
             db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", sorted(state.items()))
             db.execute("COMMIT")
@@ -217,8 +237,8 @@ class SqliteSearchCache:
         special: frozenset[str] = frozenset(),
     ) -> CandidatePage:
         """FTS5 finds, per term and field, the rows holding it; SQLite sums the weights into
-        each row's lexical bound, counts the plain matches, and keeps the best `limit` plain
-        rows (bound, then date, then path) and every special row. Python never touches the
+        each row's lexical bound, keeps the best `limit` plain rows (bound, then date, then
+        path), every special row, and counts the plain matches. Python never touches the
         rest, and `rank_entries` re-scores what is kept."""
         if not terms:
             return CandidatePage(entries=[], plain_total=0)
@@ -226,41 +246,45 @@ class SqliteSearchCache:
         params: list[object] = []
         field_weights = (weights.topic, weights.title, weights.summary)
         for term in dict.fromkeys(terms):
-            for field, weight in zip(_FIELDS, field_weights, strict=False):
+            for mark, weight in zip(_FIELD_MARKS, field_weights, strict=False):
                 hits.append("SELECT rowid AS id, ? AS w, 0 AS cat FROM terms WHERE terms MATCH ?")
-                params += [weight, f"{field} : {_phrase(term)}"]
+                params += [weight, _phrase(term, mark)]
             hits.append("SELECT rowid, 0.0, 1 FROM terms WHERE terms MATCH ?")
-            params.append(f"{_FIELDS[3]} : {_phrase(term)}")
+            params.append(_phrase(term, _FIELD_MARKS[3]))
         specials = json.dumps(sorted(special))
+        scope = "(? = '' OR k.project_key IN (?, ''))"
         sql = f"""
         WITH hits(id, w, cat) AS ({" UNION ALL ".join(hits)}),
-        scored AS (
+        scored AS MATERIALIZED (
           SELECT id, round(sum(w) + (CASE WHEN max(cat) = 1 THEN ? ELSE 0.0 END), ?) AS bound
           FROM hits GROUP BY id
-        ),
-        scoped AS (
-          SELECT s.id, s.bound, e.date_key, e.path,
-                 (e.legacy = 1 OR e.rule_id IN (SELECT value FROM json_each(?))
-                  OR e.path IN (SELECT value FROM json_each(?))) AS special, e.legacy
-          FROM scored s JOIN entries e ON e.id = s.id
-          WHERE e.legacy = 1 OR ? = '' OR e.project_key IN (?, '')
-        ),
-        ranked AS (
-          SELECT id, special,
-                 row_number() OVER (PARTITION BY special
-                                    ORDER BY bound DESC, date_key DESC, path) AS rn,
-                 sum(1 - legacy) OVER () AS plain_total
-          FROM scoped
         )
-        SELECT {_E_COLUMNS}, r.plain_total FROM ranked r JOIN entries e ON e.id = r.id
-        WHERE r.special OR r.rn <= ?
+        SELECT {_E_COLUMNS}, -1 FROM (
+          SELECT s.id FROM scored s JOIN keys k ON k.id = s.id
+          WHERE k.legacy = 0 AND {scope}
+          ORDER BY s.bound DESC, k.date_key DESC, k.path LIMIT ?
+        ) t JOIN entries e ON e.id = t.id
+        UNION ALL
+        SELECT {_E_COLUMNS}, -1 FROM scored s JOIN keys k ON k.id = s.id
+          JOIN entries e ON e.id = s.id
+        WHERE k.legacy = 1 OR (k.rule_id != '' AND (k.rule_id IN (SELECT value FROM json_each(?))
+                                                     OR k.path IN (SELECT value FROM json_each(?))))
+        UNION ALL
+        SELECT {", ".join(["NULL"] * 16)}, (
+          SELECT count(*) FROM scored s JOIN keys k ON k.id = s.id WHERE k.legacy = 0 AND {scope}
+        )
         """
-        params += [weights.category, _BOUND_DIGITS, specials, specials, project_key,
-                   project_key, limit]
+        params += [weights.category, _BOUND_DIGITS, project_key, project_key, limit,
+                   specials, specials, project_key, project_key]
         rows = self.db.execute(sql, params).fetchall()
-        if not rows:
-            return CandidatePage(entries=[], plain_total=0)
-        return CandidatePage(entries=[_entry(r[:-1]) for r in rows], plain_total=int(rows[0][-1]))
+        plain_total = int(rows[-1][-1]) if rows else 0
+        seen: set[str] = set()
+        entries: list[SearchEntry] = []
+        for row in rows[:-1]:
+            if row[0] not in seen:  # a core rule can be both a plain best and a special
+                seen.add(str(row[0]))
+                entries.append(_entry(row[:-1]))
+        return CandidatePage(entries=entries, plain_total=plain_total)
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
         out: list[SearchEntry] = []

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import split_frontmatter
 
+from dsh_chapters_fs.atomic import TEMP_SUFFIX, is_temp_name
 from dsh_chapters_fs.chapterfile import (
     _KNOWN,
     _kind,
@@ -26,11 +29,31 @@ from dsh_chapters_fs.chapterfile import (
     body_digest,
     parse_document,
 )
+from dsh_chapters_fs.tree import _SKIPPED_DIRS as SKIPPED_DIRS
 from dsh_chapters_fs.tree import DirectoryTree
+
+# Derived, machine-rebuildable files: a crash may lose one (the next update finds it divergent
+# or missing and re-renders it), so they skip the fsyncs a chapter or a fact needs.
+DERIVED_PREFIXES = ("index/", "topics/", "cache/")
 
 
 class SearchTree(DirectoryTree):
     """A DerivedTree and ContainedTree over a real directory (the store or the mirror)."""
+
+    def write(self, path: str, data: bytes) -> None:
+        """Atomic always (temp file, rename); durable (fsync) unless the file is derived."""
+        if not path.startswith(DERIVED_PREFIXES):
+            super().write(path, data)
+            return
+        target = self._abs(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def remove(self, path: str) -> None:
         try:
@@ -45,6 +68,34 @@ class SearchTree(DirectoryTree):
         except (FileNotFoundError, NotADirectoryError):
             return ""
         return f"{st.st_size}:{st.st_mtime_ns}"
+
+    def fingerprints(self, prefix: str = "", *, skip: Iterable[str] = ()) -> dict[str, str]:
+        """One walk with `os.scandir`: paths and `<size>:<mtime_ns>` tokens, no Path objects."""
+        skipped = frozenset(skip)
+        base = self.root.rstrip("/")
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        found: dict[str, str] = {}
+        stack = [head]
+        while stack:
+            rel = stack.pop()
+            try:
+                entries = os.scandir(f"{base}/{rel}" if rel else base)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with entries:
+                for entry in entries:
+                    name = entry.name
+                    path = f"{rel}/{name}" if rel else name
+                    if entry.is_dir(follow_symlinks=False):
+                        if name not in SKIPPED_DIRS and not (not rel and name in skipped):
+                            stack.append(path)
+                    elif not is_temp_name(name) and path.startswith(prefix):
+                        try:
+                            st = entry.stat()
+                        except FileNotFoundError:
+                            continue
+                        found[path] = f"{st.st_size}:{st.st_mtime_ns}"
+        return found
 
     def contains(self, path: str) -> bool:
         """True when the path, symlinks resolved, stays inside the root."""

@@ -198,7 +198,7 @@ class Installer:
         backup = ""
         record = ledger.entries.get(str(path))
         if record is None:
-            record = {"kind": kind, "existed": raw is not None}
+            record = {"kind": kind, "existed": raw is not None, "createdDirs": _missing_dirs(path)}
             if raw is not None:
                 backup_path = path.with_name(path.name + ".dsh-chapters.bak")
                 _atomic_write(backup_path, raw)
@@ -270,6 +270,7 @@ class Installer:
             if not record.get("existed"):
                 if not data:
                     path.unlink()
+                    _remove_created_dirs(record)
                     return Change(str(path), "removed", "install created it; nothing else is in it")
             else:
                 backup = Path(record.get("backup", ""))
@@ -323,7 +324,8 @@ class Installer:
             backup = str(backup_path)
         sep = "" if not text or text.endswith("\n") else "\n"
         ledger.entries[str(path)] = {"kind": "codex-mcp", "existed": raw is not None,
-                                     "backup": backup, "block": sep + block}
+                                     "backup": backup, "block": sep + block,
+                                     "createdDirs": _missing_dirs(path)}
         _atomic_write(path, (text + sep + block).encode("utf-8"))
         ledger.save()
         return [Change(str(path), "updated" if raw is not None else "created",
@@ -347,9 +349,29 @@ class Installer:
         ledger.save()
         if record and not record.get("existed") and not rest:
             path.unlink()
+            _remove_created_dirs(record)
             return [Change(str(path), "removed", "install created it; nothing else is in it")]
         _atomic_write(path, rest.encode("utf-8"))
         return [Change(str(path), "restored", f"removed [mcp_servers.{SERVER_NAME}]")]
+
+
+def _missing_dirs(path: Path) -> list[str]:
+    """The parent directories a first write will create (`.claude/`, `~/.codex/`), deepest
+    first, so an exact uninstall removes them again."""
+    missing: list[str] = []
+    for parent in path.parents:
+        if parent.exists():
+            break
+        missing.append(str(parent))
+    return missing
+
+
+def _remove_created_dirs(record: Mapping[str, Any]) -> None:
+    for directory in record.get("createdDirs", ()):
+        try:
+            Path(directory).rmdir()  # only while empty: anything added since stays
+        except OSError:
+            return
 
 
 def _shell_quote(part: str) -> str:

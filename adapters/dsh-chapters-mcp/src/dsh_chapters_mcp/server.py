@@ -11,6 +11,7 @@ archive is a rule proposal (search keeps its derived, machine-local index curren
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
@@ -82,8 +83,29 @@ PROPOSE_DESCRIPTION = (
 )
 
 
+# The core's texts name the CLI's flags; an agent calling a tool sets its arguments instead.
+FLAG_TO_ARGUMENT = {
+    "--max-tokens": "maxTokens",
+    "--offset": "offset",
+    "--limit": "limit",
+    "--topic": "topic",
+    "--cross-project": "crossProject",
+}
+_FLAG = re.compile(r"(" + "|".join(map(re.escape, FLAG_TO_ARGUMENT)) + r")(?: (\d+))?")
+
+
+def for_agents(text: str) -> str:
+    """`--max-tokens 600` reads `maxTokens=600`, a bare `--offset` reads `offset`."""
+    def argument(match: re.Match[str]) -> str:
+        name = FLAG_TO_ARGUMENT[match.group(1)]
+        return f"{name}={match.group(2)}" if match.group(2) else name
+
+    return _FLAG.sub(argument, text)
+
+
 def _answer(text: str, data: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+    return CallToolResult(content=[TextContent(type="text", text=for_agents(text))],
+                          structured_content=data)
 
 
 def _call(work: Callable[[], _T]) -> _T:
@@ -91,7 +113,7 @@ def _call(work: Callable[[], _T]) -> _T:
     try:
         return work()
     except ChaptersError as exc:
-        raise ToolError(str(exc)) from exc
+        raise ToolError(for_agents(str(exc))) from exc
 
 
 def _page_json(page: Page, action: ArtifactAction) -> dict[str, Any]:

@@ -163,7 +163,9 @@ def archive_transcript(
             "projectKey": identity.project_key,
             "source": transcript.source_path,
         })
-        signatures: tuple[Signature, ...] = tuple(sign_turn(t, config) for t in fresh)
+        signatures: tuple[Signature, ...] = tuple(
+            sign_turn(t, config, cwd=transcript.cwd) for t in fresh
+        )
         composition = compose_chapters(signatures, config)
         opening = {d.turn_index: d for d in composition.decisions if d.action != "merge"}
         chapters: list[ArchivedChapter] = []

@@ -65,7 +65,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("knowledgeProvider", "auto", "transport policy; an explicit value must agree with the remote's scheme",
        choices=("auto", "git", "treedx")),
     # composition (§4)
-    _s("mergeThreshold", 0.3, "τ: weighted signature overlap at or above which a turn joins the open chapter",
+    _s("mergeThreshold", 0.075,
+       "τ: weighted signature overlap at or above which a turn joins the open chapter "
+       "(measured: benchmarks/composition_quality.py)",
        minimum=0.0, maximum=1.0),
     _s("chapterLimit", 8000, "estimated tokens after which a chapter is closed (forced split)",
        minimum=100, maximum=1_000_000),
@@ -73,6 +75,12 @@ SETTINGS: tuple[Setting, ...] = (
        minimum=0.0, maximum=100.0),
     _s("overlapCommandWeight", 2.0, "weight of a shared command family in the overlap", minimum=0.0, maximum=100.0),
     _s("overlapTermWeight", 1.0, "weight of a shared term in the overlap", minimum=0.0, maximum=100.0),
+    _s("overlapWindowTurns", 3,
+       "the overlap compares a turn with the open chapter's last this-many turns; 0 = all of them",
+       minimum=0, maximum=10_000),
+    _s("continuationMaxTerms", 8,
+       "a turn naming no file with at most this many terms continues the open chapter; -1 = off",
+       minimum=-1, maximum=200),
     _s("signatureTopTerms", 12, "how many terms a turn signature keeps (top-N by frequency)",
        minimum=1, maximum=200),
     _s("chapterTopics", 8, "how many topics a chapter's frontmatter lists", minimum=1, maximum=50),
@@ -166,11 +174,13 @@ class Config:
     project_key: str = ""
     knowledge_remote: str = ""
     knowledge_provider: str = "auto"
-    merge_threshold: float = 0.3
+    merge_threshold: float = 0.075
     chapter_limit: int = 8000
     overlap_path_weight: float = 3.0
     overlap_command_weight: float = 2.0
     overlap_term_weight: float = 1.0
+    overlap_window_turns: int = 3
+    continuation_max_terms: int = 8
     signature_top_terms: int = 12
     chapter_topics: int = 8
     signature_max_paths: int = 24

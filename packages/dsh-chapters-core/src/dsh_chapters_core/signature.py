@@ -1,8 +1,9 @@
 """Per-turn signatures (§4.1): computed when a turn ends, deterministic, model-free.
 
 A signature holds the paths a turn touched (tool-call arguments and results, in order of first
-touch, so `paths[0]` is the file the turn is about), its normalized commands, its top-N
-stopword-filtered terms and its estimated size. One signature is one line of
+touch, project files ahead of directories and outside paths, so `paths[0]` is the file the turn
+is about; spelled relative to the transcript's cwd, tooling noise dropped), its normalized
+commands, its top-N stopword-filtered terms and its estimated size. One signature is one line of
 `collections/<projectKey>/<sessionId>.jsonl`. Host injections are screened with the render
 chokepoint's own predicate, and every text is redacted first, so no credential can leak into
 the published collection through a term or a path.
@@ -21,10 +22,13 @@ from dsh_chapters_core.injections import OMISSION_PATTERN, screened_event
 from dsh_chapters_core.redact import MARKER_PATTERN, redact
 from dsh_chapters_core.text import (
     command_of,
+    is_noise_path,
+    names_file,
     normalize_commands,
     parse_arguments,
     paths_in_arguments,
     paths_in_text,
+    project_relative,
     top_terms,
 )
 from dsh_chapters_core.turns import Turn
@@ -97,19 +101,57 @@ def _strings(record: dict[str, Any], key: str) -> tuple[str, ...]:
 
 
 def _first_unique(items: Iterable[str], limit: int) -> tuple[str, ...]:
+    """Items in order of first appearance, at most `limit`, no redaction marker among them."""
     seen: dict[str, None] = {}
-    _collect(seen, items, limit)
+    for item in items:
+        if len(seen) >= limit:
+            break
+        if item not in seen and "⟦" not in item:
+            seen[item] = None
     return tuple(seen)
 
 
-def _collect(seen: dict[str, None], items: Iterable[str], limit: int) -> bool:
-    """Add items in order until `limit`; True once full (later texts need no scan at all)."""
-    for item in items:
-        if len(seen) >= limit:
-            return True
-        if item not in seen and "⟦" not in item:
-            seen[item] = None
-    return len(seen) >= limit
+class _TouchedPaths:
+    """Paths in order of first touch, project files ahead of the rest (§4.2: `paths[0]` is
+    the file a turn is about, so a directory, a tool's binary or the root never leads).
+
+    Under `root` (the transcript's cwd) a path is spelled relative to it; noise (tooling
+    directories, devices, the root itself) is dropped and never counts toward the limit.
+    """
+
+    __slots__ = ("files", "limit", "others", "root", "seen")
+
+    def __init__(self, root: str, limit: int) -> None:
+        self.root = root.rstrip("/") if root.strip("/") else ""
+        self.limit = limit
+        self.seen: set[str] = set()  # every spelling met, kept or not: judged once
+        self.files: dict[str, None] = {}
+        self.others: dict[str, None] = {}
+
+    @property
+    def full(self) -> bool:
+        return len(self.files) >= self.limit
+
+    def add(self, items: Iterable[str]) -> None:
+        root, seen, files, others, limit = self.root, self.seen, self.files, self.others, self.limit
+        for item in items:
+            if len(files) >= limit:
+                return
+            if item in seen:
+                continue
+            seen.add(item)
+            path = project_relative(item, root) if root and item.startswith(root) else item
+            if path in files or path in others or "⟦" in path or is_noise_path(path):
+                continue
+            inside = not root or not (path[0] in "/~" or path.startswith("../"))
+            if inside and names_file(path):
+                files[path] = None
+            elif len(others) < limit:
+                others[path] = None
+
+    def ordered(self) -> tuple[str, ...]:
+        rest = self.limit - len(self.files)
+        return (*self.files, *list(self.others)[:rest])
 
 
 def last_deliveries(events: Iterable[object]) -> set[int]:
@@ -130,13 +172,16 @@ def _scan_window(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit]
 
 
-def sign_turn(turn: Turn, config: Config) -> Signature:
-    """The deterministic signature of one completed turn (§4.1)."""
+def sign_turn(turn: Turn, config: Config, *, cwd: str = "") -> Signature:
+    """The deterministic signature of one completed turn (§4.1).
+
+    `cwd` is the transcript's project root: paths under it are spelled relative to it, so
+    the same file is one path whether a tool named it absolutely or not.
+    """
     patterns = config.redaction_patterns
     floor_chars = config.tool_result_defer_floor_tokens * config.chars_per_token
     prose: list[str] = []
-    paths: dict[str, None] = {}  # ordered: paths[0] is the file the turn is about (§4.2)
-    path_limit = config.signature_max_paths
+    paths = _TouchedPaths(cwd, config.signature_max_paths)
     commands: list[str] = []
     inline_chars = 0
     kept_results = last_deliveries(turn.events)
@@ -156,7 +201,7 @@ def sign_turn(turn: Turn, config: Config) -> Signature:
             arguments = redact(event.arguments, patterns).text
             inline_chars += len(event.name) + len(arguments)
             parsed = parse_arguments(arguments)
-            _collect(paths, paths_in_arguments(parsed), path_limit)
+            paths.add(paths_in_arguments(parsed))
             script = command_of(event.name, parsed)
             if script:
                 commands.extend(normalize_commands(script))
@@ -165,9 +210,9 @@ def sign_turn(turn: Turn, config: Config) -> Signature:
             text = event.text if screened is None else screened.text
             if config.estimate_tokens(text) < config.tool_result_defer_floor_tokens:
                 inline_chars += len(text)  # deferred results leave only a stub line behind
-            if len(paths) < path_limit:
+            if not paths.full:
                 window = redact(_scan_window(text, floor_chars), patterns).text
-                _collect(paths, paths_in_text(window), path_limit)
+                paths.add(paths_in_text(window))
     terms = top_terms(
         (MARKER_PATTERN.sub(" ", text) for text in prose),
         limit=config.signature_top_terms,
@@ -175,7 +220,7 @@ def sign_turn(turn: Turn, config: Config) -> Signature:
     )
     return Signature(
         seqs=turn.seqs,
-        paths=tuple(paths),
+        paths=paths.ordered(),
         commands=_first_unique(commands, config.signature_max_commands),
         terms=terms,
         size=(inline_chars + config.chars_per_token - 1) // config.chars_per_token,

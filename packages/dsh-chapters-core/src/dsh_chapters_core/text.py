@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
@@ -53,9 +54,16 @@ _PATH_RUN = re.compile(
     r"(?:[A-Za-z0-9_.~+@-]*(?:/[A-Za-z0-9_.~+@-]*)+"
     r"|[A-Za-z0-9_+@-][A-Za-z0-9_.+@-]*\.[A-Za-z][A-Za-z0-9]{0,9}(?![A-Za-z0-9_+@-]))"
 )
+_ESCAPE = re.compile(r'\\[nrt"]?')
 _LINE_SUFFIX = re.compile(r"(?::\d+)+$")
 _EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,10})$")
 _HAS_LETTER = re.compile(r"[A-Za-z]")
+# A bare dotfile: `.gitignore`, `.env.production` (no slash, no known extension needed).
+_DOTFILE = re.compile(r"\.[A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
+# A path segment shaped like a credential (long, no separators, upper, lower and digits
+# mixed): an `AWS_SECRET_ACCESS_KEY` value has slashes too, and is never a file.
+_TOKEN_SEGMENT = re.compile(r"(?=[A-Za-z0-9+]*[A-Z])(?=[A-Za-z0-9+]*[a-z])(?=[A-Za-z0-9+]*[0-9])"
+                            r"[A-Za-z0-9+]{16,}")
 
 # A bare file name (no slash) counts as a path only with a well-known extension.
 KNOWN_EXTENSIONS: frozenset[str] = _vocabulary(
@@ -66,6 +74,27 @@ KNOWN_EXTENSIONS: frozenset[str] = _vocabulary(
     graphql tf tfvars gradle cmake mk dockerfile csv tsv log patch diff
     """
 )
+
+# Extensionless names that are files, not directories (a primary must name a file, §4.2).
+KNOWN_FILENAMES: frozenset[str] = _vocabulary(
+    """
+    Makefile makefile GNUmakefile Dockerfile Containerfile Vagrantfile Jenkinsfile Procfile
+    Gemfile Rakefile Brewfile Justfile justfile Pipfile Caddyfile LICENSE LICENCE COPYING
+    NOTICE README CHANGELOG AUTHORS CODEOWNERS OWNERS
+    """
+)
+
+# Directories whose contents are tooling, never the project's own files: a path through one
+# of them is noise (`.venv/bin/python` in a pytest header names no task).
+NOISE_DIRS: frozenset[str] = _vocabulary(
+    """
+    .venv venv .tox .nox node_modules __pycache__ site-packages dist-packages .git .hg .svn
+    .pytest_cache .mypy_cache .ruff_cache .hypothesis .cache .idea .vscode .next .turbo
+    .gradle .terraform
+    """
+)
+# Absolute paths outside any project: devices and the kernel's views.
+_SYSTEM_ROOTS = ("/dev/", "/proc/", "/sys/")
 
 # Argument keys whose string values name a file the call touches.
 PATH_KEYS: frozenset[str] = frozenset(
@@ -99,11 +128,20 @@ SUBCOMMAND_PROGRAMS: frozenset[str] = _vocabulary(
 )
 _PREFIX_PROGRAMS = frozenset({"sudo", "env", "time", "nohup", "exec", "command", "builtin"})
 _SKIP_PROGRAMS = frozenset(
-    {"cd", "export", "set", "unset", "echo", "true", "false", ":", "source", "."}
+    {"cd", "export", "set", "unset", "echo", "true", "false", ":", "source", ".", "done", "fi",
+     "esac"}
 )
+# Shell keywords in front of a command (`do uv run pytest`, `if grep -q x f`): skipped.
+_KEYWORD_PREFIXES = frozenset({"do", "then", "else", "elif", "if", "while", "until", "!", "{"})
+# Loop and case headers (`for i in $(seq 50)`): no command of their own.
+_HEADERS = frozenset({"for", "select", "case"})
+# Environment runners whose `run` hands over to the real program: `uv run pytest` is pytest
+# (the runner is the same in every task, the program says what the turn did).
+_RUNNERS = frozenset({"uv", "poetry", "pipenv", "pdm", "rye"})
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n[\s\S]*?\n\s*\1[ \t]*(?=\n|$)")
 _QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
-_SEPARATOR = re.compile(r"&&|\|\||[;|\n&]")
+# `2>&1`, `>&2` and `&>` are redirections, not a background `&`.
+_SEPARATOR = re.compile(r"&&|\|\||\|&|(?<![<>])&(?!>)|[;|\n]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PROGRAM = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _SUBCOMMAND = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -160,10 +198,16 @@ def _as_path(token: str) -> str:
             path[0] in "/~" or path.startswith("../") or _EXTENSION.search(last) is not None
             or inner.count("/") >= 2
         )
+        if not inner.islower() and len(inner) >= 16 and any(
+            len(part) >= 16 and _TOKEN_SEGMENT.fullmatch(part) for part in inner.split("/")
+        ):
+            return ""  # a credential with slashes in it (§9: never into a signature)
         return path if shaped and _HAS_LETTER.search(path) else ""
     ext = _EXTENSION.search(path)
     if ext and ext.group(1).lower() in KNOWN_EXTENSIONS and len(path) > len(ext.group(0)):
         return path
+    if path[0] == "." and _DOTFILE.fullmatch(path) and path[1:].lower() not in KNOWN_EXTENSIONS:
+        return path  # `.env.production`, `.gitignore`; a bare `.py` is prose about a type
     return ""
 
 
@@ -176,11 +220,16 @@ def paths_in_text(text: str) -> Iterator[str]:
     if "/" not in text and "." not in text:
         return
     seen: set[str] = set()
-    for token in text.split():
-        if ("/" not in token and "." not in token) or token in seen:
+    for raw in text.split():
+        if ("/" not in raw and "." not in raw) or raw in seen:
             continue
-        seen.add(token)
-        token = token.strip(_TRIM)
+        seen.add(raw)
+        if "\\" in raw:
+            # Output that is itself JSON (`{"output": "a.py\nb.py"}`) keeps its escapes: an
+            # escape separates two paths, it never belongs to one.
+            yield from paths_in_text(_ESCAPE.sub(" ", raw.replace("\\/", "/")))
+            continue
+        token = raw.strip(_TRIM)
         if "=" in token:  # --file=src/a.py, path=src/a.py
             token = token.rsplit("=", 1)[1]
         if ":" in token:  # src/a.py:12:3; a URL's scheme leaves no path behind
@@ -190,6 +239,38 @@ def paths_in_text(text: str) -> Iterator[str]:
             path = _as_path(candidate)
             if path:
                 yield path
+
+
+def project_relative(path: str, root: str) -> str:
+    """One spelling per project file: a path under `root` (the transcript's cwd) relative to
+    it, so `/home/dev/app/src/a.py` and `src/a.py` are one file; "" for the root itself."""
+    root = root.rstrip("/")
+    if not root or not path.startswith(root):
+        return path
+    if len(path) == len(root):
+        return ""
+    if path[len(root)] != "/":
+        return path  # `/repo-other/x` is not under `/repo`
+    return path[len(root) + 1 :].lstrip("/")
+
+
+def is_noise_path(path: str) -> bool:
+    """A path that names no task: tooling directories, devices, `/route`-shaped literals."""
+    if not path or path.startswith(_SYSTEM_ROOTS):
+        return True
+    if path[0] == "/" and "/" not in path[1:]:
+        return True  # `/health`, `/users`: routes and root-level names, not project files
+    return not NOISE_DIRS.isdisjoint(path.split("/"))
+
+
+def names_file(path: str) -> bool:
+    """True when a path names a file (an extension, a dotfile or a known name), not a directory."""
+    last = path.rsplit("/", 1)[-1]
+    if not last:
+        return False
+    if last[0] == ".":
+        return len(last) > 1 and last[1] != "."
+    return "." in last[1:] or last in KNOWN_FILENAMES
 
 
 def _walk_arguments(value: object, key: str) -> Iterator[str]:
@@ -246,8 +327,26 @@ def command_of(name: str, arguments: object) -> str:
             shell = argv[0].rsplit("/", 1)[-1] if argv else ""
             if len(argv) >= 3 and argv[1] in _SHELL_FLAGS and shell in _SHELLS:
                 return argv[2]
-            return " ".join(argv)
+            # Quoted like a shell would, so a pattern's `|` or `;` is not a separator.
+            return " ".join(shlex.quote(v) for v in argv)
     return ""
+
+
+def _command_words(argv: list[str]) -> list[str]:
+    """The words from the program on: assignments, prefixes, keywords and runners dropped."""
+    while argv:
+        head = argv[0]
+        if head in _HEADERS:
+            return []
+        if _ASSIGNMENT.match(head) or head in _PREFIX_PROGRAMS or head in _KEYWORD_PREFIXES:
+            argv = argv[1:]
+        elif head.rsplit("/", 1)[-1] in _RUNNERS and len(argv) >= 3 and argv[1] == "run":
+            argv = argv[2:]
+            while argv and argv[0].startswith("-"):
+                argv = argv[1:]
+        else:
+            break
+    return argv
 
 
 def normalize_commands(script: str) -> Iterator[str]:
@@ -255,9 +354,7 @@ def normalize_commands(script: str) -> Iterator[str]:
     script = _HEREDOC.sub("\n", script)
     script = _QUOTED.sub("", script)
     for simple in _SEPARATOR.split(script):
-        argv = simple.split()
-        while argv and (_ASSIGNMENT.match(argv[0]) or argv[0] in _PREFIX_PROGRAMS):
-            argv = argv[1:]
+        argv = _command_words(simple.split())
         if not argv:
             continue
         program = argv[0].rsplit("/", 1)[-1].lower()

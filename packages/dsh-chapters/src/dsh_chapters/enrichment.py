@@ -65,12 +65,27 @@ def note_archived(app: App, paths: list[str]) -> int:
         queued = enqueue_archived(store_tree=app.store_tree, lock=app.lock, clock=app.clock,
                                   config=app.config, paths=paths)
         if queued and launch_after_archive(config=app.config, route=route_of(app),
-                                           pushed=False) is DrainCause.IDLE:
+                                           pushed=False) is DrainCause.IDLE and not _alive(
+                enrichment_lock(app, ENRICH_IDLE_LOCK).holder_pid()):
+            # A waiter already running sees the new chapters and extends its quiet window, so
+            # an import of many sessions starts one waiter, not one per session.
             launch_worker(app, DrainCause.IDLE)
         return queued
     except (ChaptersError, OSError) as exc:  # the archive already succeeded and stays so
         _log(app, "queue-failed", error=type(exc).__name__, chapters=len(paths))
         return 0
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def after_push(app: App, outcome: object) -> int:
@@ -166,29 +181,43 @@ def idle_drain(
     repeat while chapters are queued. One waiter per workspace; a server failure ends it (the
     next archive or `chapters enrich run` tries again), so a down server is never polled."""
     reports: list[DrainReport] = []
-    with enrichment_lock(app, ENRICH_IDLE_LOCK).try_hold() as mine:
-        if not mine:
-            return reports
-        idle_s = app.config.enrichment_idle_ms / 1000
-        while True:
-            state = read_state(app.store_tree)
-            decision = drain_decision(DrainCause.IDLE, config=app.config, route=route_of(app),
-                                      state=state, now=app.clock.now())
-            if not decision.run:
-                if not decision.due_at:
-                    return reports  # off, no model, empty queue, or another trigger
-                # Whole seconds in the clock: wake just after the window, never before it.
-                sleep(min(_seconds_until(decision.due_at, app.clock.now()) + 1.0, idle_s + 1.0))
-                continue
-            report = run_drain(app, DrainCause.IDLE, progress)
-            reports.append(report)
-            if not report.decision.run:
-                sleep(idle_s)  # another drain runs: look again after one idle window
-                continue
-            if report.summary is None or report.summary.deferred or any(
-                o.server_failed for o in report.outcomes
-            ) or not report.outcomes:
+    while True:
+        with enrichment_lock(app, ENRICH_IDLE_LOCK).try_hold() as mine:
+            if not mine:
                 return reports
+            finished, seen = _idle_pass(app, sleep, progress, reports)
+        # An archive that queued while this waiter was leaving saw it alive and started none:
+        # look once more after letting go, so those chapters never wait for the next archive.
+        if finished or read_state(app.store_tree).last_enqueued_at == seen:
+            return reports
+
+
+def _idle_pass(
+    app: App, sleep: Callable[[float], None], progress: Progress | None,
+    reports: list[DrainReport],
+) -> tuple[bool, str]:
+    """Wait and drain until the queue is done (False, the last enqueue seen) or a drain ended
+    on a server failure (True)."""
+    idle_s = app.config.enrichment_idle_ms / 1000
+    while True:
+        state = read_state(app.store_tree)
+        decision = drain_decision(DrainCause.IDLE, config=app.config, route=route_of(app),
+                                  state=state, now=app.clock.now())
+        if not decision.run:
+            if not decision.due_at:
+                return False, state.last_enqueued_at  # off, no model, empty, another trigger
+            # Whole seconds in the clock: wake just after the window, never before it.
+            sleep(min(_seconds_until(decision.due_at, app.clock.now()) + 1.0, idle_s + 1.0))
+            continue
+        report = run_drain(app, DrainCause.IDLE, progress)
+        reports.append(report)
+        if not report.decision.run:
+            sleep(idle_s)  # another drain runs: look again after one idle window
+            continue
+        if report.summary is None or report.summary.deferred or not report.outcomes or any(
+            o.server_failed for o in report.outcomes
+        ):
+            return True, state.last_enqueued_at
 
 
 def queue_summary(app: App) -> dict[str, Any]:

@@ -36,6 +36,11 @@ class DerivedTree(FileTree, Protocol):
         """Size and modification time as a token; "" when the file does not exist."""
         ...
 
+    def fingerprints(self, prefix: str = "", *, skip: Iterable[str] = ()) -> Mapping[str, str]:
+        """Every file under `prefix` with its token, in one walk; top-level directories named
+        in `skip` are not entered."""
+        ...
+
 
 class ContainedTree(FileTree, Protocol):
     """A FileTree that can tell whether a path stays inside its root once symlinks resolve."""

@@ -16,24 +16,31 @@ never merged (§3.3, §5.2).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import enum
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from dsh_chapters_core.curation import FactLog, FactType, merge_logs
 from dsh_chapters_core.documents import Document, DocumentKind
-from dsh_chapters_core.pool_layout import CURATION_FILE, is_session_id
+from dsh_chapters_core.pool_layout import (
+    CURATION_FILE,
+    LOCAL_STORE_DIRS,
+    SHARED_STORE_DIRS,
+    is_session_id,
+)
 from dsh_chapters_core.ports.search import DerivedTree, DocumentReader
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.search.aliases import AliasMap, slugify
 from dsh_chapters_core.search.vocabulary import VOCABULARY_PATH, vocabulary_document
 
 INDEX_DIR = "index/"
+# Top-level store directories that never hold a chapter or a rule (pool_layout.py).
+_NOT_DOCUMENT_DIRS = frozenset(d for d in (*SHARED_STORE_DIRS, *LOCAL_STORE_DIRS) if d != "rules")
 MANIFEST_PATH = "index/manifest.json"
 MANIFEST_VERSION = 1
 _NUMBERED_MD = re.compile(r"^[0-9]{3,}-[^/]*\.md$")
@@ -96,6 +103,18 @@ def document_identity(path: str) -> str:
     return path
 
 
+def scan_documents(tree: DerivedTree, layout: DoorLayout) -> dict[str, str]:
+    """Every document path with its change token, from one walk that skips what is not a
+    document's directory (artifacts, caches, derived files)."""
+    found: dict[str, str] = {}
+    skip = _NOT_DOCUMENT_DIRS if layout is DoorLayout.STORE else frozenset()
+    for prefix in document_prefixes(layout):
+        for path, token in tree.fingerprints(prefix, skip=skip).items():
+            if is_document_path(layout, path):
+                found[path] = token
+    return dict(sorted(found.items()))
+
+
 def list_documents(tree: FileTree, layout: DoorLayout) -> list[str]:
     found: list[str] = []
     for prefix in document_prefixes(layout):
@@ -148,6 +167,12 @@ class SplitTree:
 
     def fingerprint(self, path: str) -> str:
         return self._side(path).fingerprint(path)
+
+    def fingerprints(self, prefix: str = "", *, skip: Iterable[str] = ()) -> Mapping[str, str]:
+        if prefix.startswith(self.DERIVED):
+            return self.derived.fingerprints(prefix, skip=skip)
+        skipped = (*skip, *(d.rstrip("/") for d in self.DERIVED))
+        return self.documents.fingerprints(prefix, skip=skipped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,10 +240,17 @@ class IndexRecord:
     date: str = ""
     project: str = ""
     topics: tuple[str, ...] = ()  # slugified labels as the file has them (before aliases)
+    line: str = field(default="", compare=False, repr=False)  # its manifest line, when read
 
     @property
     def skipped(self) -> bool:
         return not self.kind
+
+    def manifest_line(self) -> str:
+        """`"<path>": {…}`: one input a line, keys sorted (the same bytes on every machine)."""
+        return self.line or (
+            f"{json.dumps(self.path, ensure_ascii=False)}: "
+            f"{json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True)}")
 
     def to_json(self) -> dict[str, Any]:
         return {"date": self.date, "kind": self.kind, "project": self.project,
@@ -249,16 +281,16 @@ class IndexManifest:
     shards: Mapping[str, str] = field(default_factory=dict)  # shard path -> sha256
     curation: str = ""  # Curation.key the shards were built under
     key: str = ""
+    text: str = field(default="", compare=False, repr=False)  # body(), once computed
 
     def body(self) -> str:
         """Everything but the key line; the key is the sha256 of this text."""
+        if self.text:
+            return self.text
         lines = [f'"curation": {json.dumps(self.curation)},',
                  f'"edits": {json.dumps(dict(self.edits), sort_keys=True)},',
                  '"inputs": {']
-        inputs = [f"{json.dumps(p, ensure_ascii=False)}: "
-                  f"{json.dumps(self.inputs[p].to_json(), ensure_ascii=False, sort_keys=True)}"
-                  for p in sorted(self.inputs)]
-        lines.append(",\n".join(inputs))
+        lines.append(",\n".join(self.inputs[p].manifest_line() for p in sorted(self.inputs)))
         lines.append("},")
         lines.append('"shards": {')
         lines.append(",\n".join(f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
@@ -268,38 +300,56 @@ class IndexManifest:
         return "\n".join(line for line in lines if line) + "\n"
 
     def with_key(self) -> IndexManifest:
-        key = hashlib.sha256(self.body().encode("utf-8")).hexdigest()
-        return IndexManifest(self.inputs, self.edits, self.shards, self.curation, key)
+        body = self.body()
+        key = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        return IndexManifest(self.inputs, self.edits, self.shards, self.curation, key, body)
 
     def dump(self) -> bytes:
         return (f'{{\n"key": "{self.key}",\n' + self.body() + "}\n").encode("utf-8")
 
 
 def load_manifest(tree: FileTree) -> IndexManifest | None:
-    """The manifest, or None if it is missing or unreadable (then the update is a rebuild)."""
+    """The manifest, or None if it is missing, unreadable or not what its key says (then the
+    update is a rebuild). Each record keeps its line, so an update re-serializes only the delta."""
     if not tree.exists(MANIFEST_PATH):
         return None
+    raw = tree.read(MANIFEST_PATH)
     try:
-        data = json.loads(tree.read(MANIFEST_PATH))
+        text = raw.decode("utf-8")
+        head, _, rest = text.partition("\n")
+        key_line, _, rest = rest.partition("\n")
+        match = _KEY_LINE.fullmatch(key_line.rstrip(",").encode("ascii"))
+        if head != "{" or match is None or not rest.endswith("}\n"):
+            return None
+        body = rest[:-2]
+        key = match.group(1).decode("ascii")
+        if hashlib.sha256(body.encode("utf-8")).hexdigest() != key:
+            return None  # hand-edited or torn: derived, so rebuild rather than trust it
+        data = json.loads(text)
         if data.get("version") != MANIFEST_VERSION:
             return None
+        # The key proved the file is what we rendered: the inputs section holds one record a
+        # line, in the order json.loads saw them, so each record keeps its line as is.
+        start = body.index('\n"inputs": {\n') + len('\n"inputs": {\n')
+        end = body.index("\n},\n", start - 1) if data["inputs"] else start
+        lines = body[start:end].split(",\n") if data["inputs"] else []
+        if len(lines) != len(data["inputs"]):
+            return None
         inputs = {
-            path: IndexRecord(path=path, sha256=str(r["sha256"]), kind=str(r.get("kind", "")),
-                              title=str(r.get("title", "")), date=str(r.get("date", "")),
-                              project=str(r.get("project", "")),
-                              topics=tuple(str(t) for t in r.get("topics", ())))
-            for path, r in data["inputs"].items()
+            path: IndexRecord(path, r["sha256"], r["kind"], r["title"], r["date"], r["project"],
+                              tuple(r["topics"]), line)
+            for (path, r), line in zip(data["inputs"].items(), lines, strict=True)
         }
-        manifest = IndexManifest(
+        return IndexManifest(
             inputs=inputs,
             edits=tuple(sorted((str(k), str(v)) for k, v in data.get("edits", {}).items())),
             shards={str(k): str(v) for k, v in data.get("shards", {}).items()},
             curation=str(data.get("curation", "")),
-            key=str(data.get("key", "")),
+            key=key,
+            text=body,
         )
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeError):
         return None
-    return manifest if manifest.with_key().key == manifest.key else None
 
 
 def manifest_key(tree: FileTree) -> str:
@@ -322,9 +372,10 @@ def shard_path(topic: str) -> str:
     return f"{INDEX_DIR}{slug}.md"
 
 
-def _day(date: str) -> datetime | None:
+def _day(date: str) -> int | None:
+    """The proleptic ordinal of an ISO date's day, or None."""
     try:
-        return datetime.strptime(date[:10], "%Y-%m-%d").replace(tzinfo=UTC)
+        return dt.date.fromisoformat(date[:10]).toordinal()
     except ValueError:
         return None
 
@@ -334,7 +385,10 @@ def recency_hint(date: str, newest: str) -> str:
     then, last = _day(date), _day(newest)
     if then is None or last is None:
         return "-"
-    days = max(0, (last - then).days)
+    return _age(max(0, last - then))
+
+
+def _age(days: int) -> str:
     if days < 14:
         return f"{days}d"
     if days < 60:
@@ -346,12 +400,14 @@ def recency_hint(date: str, newest: str) -> str:
 
 def render_shard(topic: str, records: Iterable[IndexRecord]) -> bytes:
     rows = sorted(records, key=lambda r: r.path)
-    dated = [r.date[:10] for r in rows if _day(r.date) is not None]
-    newest = max(dated) if dated else ""
+    days = [_day(r.date) for r in rows]
+    known = [(d, r.date[:10]) for d, r in zip(days, rows, strict=True) if d is not None]
+    newest_day, newest = max(known) if known else (None, "")
     lines = [f"# topic: {topic} · count: {len(rows)} · last-updated: {newest or '-'}"]
-    for r in rows:
+    for r, d in zip(rows, days, strict=True):
         date = r.date[:10] if r.date else "-"
-        lines.append(f"{date} | {r.title} | {r.path} | ({r.kind}) | {recency_hint(r.date, newest)}")
+        hint = "-" if d is None or newest_day is None else _age(max(0, newest_day - d))
+        lines.append(f"{date} | {r.title} | {r.path} | ({r.kind}) | {hint}")
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -419,22 +475,21 @@ def update_index(
     records: dict[str, IndexRecord] = dict(prior.inputs) if prior is not None else {}
 
     if changed is None or prior is None:
-        listed = list_documents(tree, layout)
-        listed_set = set(listed)
-        removed = sorted(p for p in records if p not in listed_set)
-        candidates: Sequence[str] = listed
+        listed = scan_documents(tree, layout)  # one walk: paths and their change tokens
+        removed = sorted(p for p in records if p not in listed)
+        candidates: Mapping[str, str] = listed
     else:
         wanted = sorted({p for p in changed if is_document_path(layout, p)})
-        removed = [p for p in wanted if p in records and not tree.exists(p)]
-        candidates = [p for p in wanted if p not in removed and tree.exists(p)]
+        current = {p: tree.fingerprint(p) for p in wanted}
+        removed = [p for p in wanted if p in records and not current[p]]
+        candidates = {p: t for p, t in current.items() if t}
 
     added: list[str] = []
     updated: list[str] = []
     skipped: list[str] = []
     loaded: list[tuple[Document, str]] = []
     old_records: dict[str, IndexRecord] = {}
-    for path in candidates:
-        token = tree.fingerprint(path)
+    for path, token in candidates.items():
         old = records.get(path)
         if old is not None and token and tokens.get(path) == token:
             continue
@@ -515,6 +570,9 @@ def update_index(
                              curation=curation.key).with_key()
     if prior is None or prior.key != manifest.key or not tree.exists(MANIFEST_PATH):
         tree.write(MANIFEST_PATH, manifest.dump())
+    tokens[MANIFEST_PATH] = tree.fingerprint(MANIFEST_PATH)
+    for path in edits_paths(tree):
+        tokens[path] = tree.fingerprint(path)
     # topics/vocabulary.json is derived from the alias facts alone (§6.3).
     token = tree.fingerprint(VOCABULARY_PATH)
     if everything or not token or tokens.get(VOCABULARY_PATH) != token:
@@ -551,12 +609,31 @@ def _shard_members(
             continue
         if only is None or pinned:
             topics: Iterable[str] = canonical_topics(record, curation)
-        else:
+        elif lookup:
             topics = {lookup.get(t, t) for t in record.topics}
+        else:
+            topics = record.topics  # slugified and distinct already
         for topic in topics:
             if only is None or topic in only:
                 members.setdefault(topic, []).append(record)
     return members
+
+
+def index_is_current(tree: DerivedTree, layout: DoorLayout,
+                     fingerprints: Mapping[str, str]) -> bool:
+    """True when no document, edits file or manifest changed since the update that left
+    these tokens: one walk of stats, no file read, so a search can afford to ask."""
+    if not fingerprints or fingerprints.get(MANIFEST_PATH) != tree.fingerprint(MANIFEST_PATH):
+        return False
+    edits = edits_paths(tree)
+    if any(fingerprints.get(p) != tree.fingerprint(p) for p in edits):
+        return False
+    known_edits = sum(1 for p in fingerprints if p.startswith("edits/"))
+    if known_edits != len(edits):
+        return False
+    listed = scan_documents(tree, layout)
+    known = sum(1 for p in fingerprints if is_document_path(layout, p))
+    return known == len(listed) and all(fingerprints.get(p) == t for p, t in listed.items())
 
 
 def record_topic_sets(manifest: IndexManifest, curation: Curation) -> list[tuple[str, ...]]:

@@ -34,6 +34,7 @@ from dsh_chapters_core.search.index import (
     DoorLayout,
     IndexManifest,
     IndexUpdate,
+    index_is_current,
     list_documents,
     load_manifest,
     manifest_key,
@@ -439,6 +440,13 @@ class SearchService:
             report = self._vocabulary(door, report)
         self._save_status(door, report)
         return report
+
+    def bring_current(self, door: SearchDoor) -> RefreshReport | None:
+        """Refresh the door only if something changed since its last update (a walk of
+        stats, no read); None when it was already current. What `chapters search` runs."""
+        if index_is_current(door.tree, door.layout, self._load_tokens(door)):
+            return None
+        return self.refresh(door)
 
     def _vocabulary(self, door: SearchDoor, report: RefreshReport) -> RefreshReport:
         update = report.update

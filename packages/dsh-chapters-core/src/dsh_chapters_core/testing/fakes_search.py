@@ -47,6 +47,11 @@ class MemoryDerivedTree(MemoryTree):
             return ""
         return f"{len(self.files[path])}:{self.versions.get(path, 0)}"
 
+    def fingerprints(self, prefix: str = "", *, skip: Iterable[str] = ()) -> Mapping[str, str]:
+        skipped = tuple(f"{d}/" for d in skip)
+        return {p: self.fingerprint(p) for p in sorted(self.files)
+                if p.startswith(prefix) and not p.startswith(skipped)}
+
     def contains(self, path: str) -> bool:
         target = self.links.get(path)
         return target is None or not (target.startswith("/") or ".." in target.split("/"))

@@ -48,7 +48,7 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
     service = open_search(app)
     try:
         for door in service.doors:
-            service.refresh(door)  # O(delta): unchanged files are not read
+            service.bring_current(door)  # a walk of stats; reads only what changed
         answer = service.search(SearchRequest(
             query=query, max_tokens=args.max_tokens, topic=args.topic or "",
             cross_project=args.cross_project, project_key=app.identity.project_key))

@@ -1,0 +1,68 @@
+"""Every benchmark, one command: `hatch run bench` (or `python benchmarks/run.py`).
+
+Each benchmark is its own script that measures side by side in one run, reports medians and
+ratios, and writes `benchmarks/results/<name>.json`. This runner runs them in turn (or only the
+names given), then gathers their figures into `benchmarks/results/summary.json`.
+`--quick` passes small sizes, for a smoke run; the figures the issues ask for come from a
+full run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+# name -> (script, full-size arguments, quick arguments)
+BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
+    "signatures": ("signatures.py", [], ["--turns", "100", "--repeat", "3"]),
+    "composition_quality": ("composition_quality.py", [], []),
+    "git_pool": ("git_pool.py", [], ["--chapters", "100", "--files", "500", "--repeat", "3"]),
+    "search": ("search.py", [], ["--sizes", "1000,10000"]),
+    "treedx_pull": ("treedx_pull.py", [], ["--files", "500", "--repeat", "3"]),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"any of {', '.join(BENCHMARKS)} (default: all)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = parser.parse_args(argv)
+    names = args.names or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
+    RESULTS.mkdir(exist_ok=True)
+    summary: dict[str, object] = {}
+    failed = []
+    for name in names:
+        script, full, quick = BENCHMARKS[name]
+        if not (HERE / script).exists():
+            print(f"{name}: {script} is missing", file=sys.stderr)
+            failed.append(name)
+            continue
+        cmd = [sys.executable, str(HERE / script), *(quick if args.quick else full)]
+        print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+        started = time.perf_counter()
+        done = subprocess.run(cmd, check=False)
+        elapsed = round(time.perf_counter() - started, 1)
+        result = RESULTS / f"{name}.json"
+        entry: dict[str, object] = {"exit": done.returncode, "seconds": elapsed}
+        if result.exists():
+            entry["figures"] = json.loads(result.read_text())
+        summary[name] = entry
+        if done.returncode != 0:
+            failed.append(name)
+    (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    print(f"figures: {RESULTS / 'summary.json'}" + (f" · failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
