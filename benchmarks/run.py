@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "git_pool": ("git_pool.py", [], ["--chapters", "100", "--files", "500", "--repeat", "3"]),
     "search": ("search.py", [], ["--sizes", "1000,10000"]),
     "treedx_pull": ("treedx_pull.py", [], ["--files", "500", "--repeat", "3"]),
+    "enrich_archive": ("enrich_archive.py", [], ["--sessions", "5"]),
 }
 
 
@@ -60,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         if done.returncode != 0:
             failed.append(name)
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    print(f"figures: {RESULTS / 'summary.json'}" + (f" · failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"figures: {RESULTS / 'summary.json'}"
+        + (f" · failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

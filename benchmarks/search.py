@@ -36,6 +36,8 @@ from typing import Any
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_core.search.index import DoorLayout, update_index
+from dsh_chapters_core.search.packing import max_lines
+from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest, SearchService
 from dsh_chapters_fs.search_cache import SqliteSearchCache
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
@@ -74,10 +76,14 @@ MODULES = ["client", "server", "models", "views", "handlers", "service", "reposi
            "utils_legacy", "middleware", "schema", "forms", "serializers", "signals", "admin",
            "commands", "settings", "routes", "store", "adapter"]
 CATEGORIES = ["testing", "style", "security", "workflow", "docs", "performance"]
-FILLER = ("the a to of and in that is for it with as on this be by we not are or at from "
-          "should when then but if so can will was have has our one all there which their "
-          "what about would more other into also than some these only after before where "
-          "because while still again first last next every each both few most same").split()
+FILLER = [
+    "the", "a", "to", "of", "and", "in", "that", "is", "for", "it", "with", "as", "on", "this",
+    "be", "by", "we", "not", "are", "or", "at", "from", "should", "when", "then", "but", "if",
+    "so", "can", "will", "was", "have", "has", "our", "one", "all", "there", "which", "their",
+    "what", "about", "would", "more", "other", "into", "also", "than", "some", "these", "only",
+    "after", "before", "where", "because", "while", "still", "again", "first", "last", "next",
+    "every", "each", "both", "few", "most", "same",
+]
 
 
 def zipf_choice(rnd: random.Random, items: list[str], s: float = 1.1) -> str:
@@ -293,7 +299,11 @@ def phase_query(ws: Path, texts: list[str], repeats: int) -> dict[str, Any]:
                    for q in texts]
         totals = [service.search(r).total for r in request]  # warm: cache current, pages hot
         ours = [timed(lambda r=r: service.search(r))[0] for _ in range(repeats) for r in request]
-        candidates = [len(cache.candidates(_terms(q))) for q in texts]
+        # What the cache hands to Python per query: the best `limit` plus specials.
+        limit = max_lines(DEFAULTS.search_default_max_tokens, DEFAULTS, ".dsh-chapters/")
+        weights = LexicalWeights.of(DEFAULTS)
+        candidates = [len(cache.top_candidates(_terms(q), weights=weights, limit=limit).entries)
+                      for q in texts]
     bm25: list[float] = []
     with sqlite3.connect(ws / "bm25.sqlite") as db:
         sql = ("SELECT path, bm25(docs) FROM docs WHERE docs MATCH ? "
@@ -311,7 +321,7 @@ def phase_query(ws: Path, texts: list[str], repeats: int) -> dict[str, Any]:
         "bm25_p50_ms": round(statistics.median(bm25) * 1000, 2),
         "bm25_p90_ms": round(_pct(bm25, 0.9) * 1000, 2),
         "matches_median": statistics.median(totals),
-        "candidates_median": statistics.median(candidates),
+        "handed_to_python_median": statistics.median(candidates),
         "query_peak_rss_mb": round(peak_rss_mb(), 1),
     }
 
@@ -421,7 +431,8 @@ def verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
     if ten_k is not None:
         out["at_10k_incremental"] = {
             "index_scan": [ten_k["ratio_index_incremental_scan"],
-                           ten_k["ratio_index_incremental_scan"] <= TARGETS["incremental_ratio_max"]],
+                           ten_k["ratio_index_incremental_scan"]
+                           <= TARGETS["incremental_ratio_max"]],
             "index_known_delta": [ten_k["ratio_index_incremental_known_delta"],
                                   ten_k["ratio_index_incremental_known_delta"]
                                   <= TARGETS["incremental_ratio_max"]],

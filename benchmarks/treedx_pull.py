@@ -11,7 +11,7 @@ two sides alternating:
   side re-lists and re-reads every file (it had no object ids to compare).
 - quiet: nothing moved. The provider reads the head (one request).
 
-    python benchmarks/treedx_pull.py [--files 2000 --changed 40 --latency-ms 2 --repeat 3]
+    python benchmarks/treedx_pull.py [--files 1000 --changed 40 --latency-ms 2 --repeat 3]
 
 Writes request counts, medians, ratios and every sample to `benchmarks/results/treedx_pull.json`.
 """
@@ -86,7 +86,8 @@ def _n_plus_one(fake: FakeTreeDX, token: str, mirror: Path, config: Config) -> N
                 break
             cursor = page.page.next_cursor
         for path in paths:
-            (file,) = client.read_files(repo.repo_id, ReadFilesRequest(ref=BRANCH, paths=(path,))).files
+            request = ReadFilesRequest(ref=BRANCH, paths=(path,))
+            (file,) = client.read_files(repo.repo_id, request).files
             target = mirror / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(file.content, encoding="utf-8")
@@ -103,7 +104,7 @@ def _timed(fake: FakeTreeDX, run: Callable[[], None]) -> tuple[float, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--changed", type=int, default=40)
     parser.add_argument("--latency-ms", type=float, default=2.0)
     parser.add_argument("--repeat", type=int, default=3)

@@ -13,8 +13,8 @@ Feature: A TreeDX service as the knowledge pool
     When machine "A" archives session "a-1"
     And machine "A" syncs
     And machine "B" syncs
-    Then machine "B" lists the pool's chapters of session "a-1" written by "A"
-    And machine "B" has the chapters of session "a-1" in its own store
+    Then machine "B" lists every chapter of session "a-1" from the pool, written by "A"
+    And machine "B" holds every chapter of session "a-1" in its own store, byte for byte
     And machine "B" finds the chapters of session "a-1" by searching "retry loop"
     And the TreeDX pool holds every file machine "A" published
     And no mirror holds the TreeDX keep file or a token
@@ -48,8 +48,8 @@ Feature: A TreeDX service as the knowledge pool
     And machine "A" archives session "a-1"
     When the TreeDX service goes down
     And machine "A" archives session "a-2"
-    Then the archive succeeded and wrote 3 chapters
-    And machine "A"'s status says local-only with the code "network" and 4 pending
+    Then the archive of session "a-2" succeeded while the pool was unreachable
+    And machine "A"'s status says local-only with the code "network" and session "a-2" pending
     When the TreeDX service comes back
     And machine "A" syncs
     Then the sync pushed and nothing is pending
@@ -67,7 +67,7 @@ Feature: A TreeDX service as the knowledge pool
     When machine "A" archives session "a-3"
     And the TreeDX service answers "server_busy" 100 times with retryAfterMs 600
     And machine "A" syncs
-    Then machine "A"'s status says local-only with the code "timeout" and 4 pending
+    Then machine "A"'s status says local-only with the code "timeout" and session "a-3" pending
     When the TreeDX service is no longer busy
     And machine "A" syncs
     Then the sync pushed and nothing is pending
@@ -81,8 +81,18 @@ Feature: A TreeDX service as the knowledge pool
     And machine "A" archives session "a-2"
     And machine "A" syncs
     Then the sync fails with the code "auth" and a re-link instruction
-    And machine "A"'s status says local-only with the code "auth" and 4 pending
+    And machine "A"'s status says local-only with the code "auth" and session "a-2" pending
     When machine "A" links the pool again with a fresh token
     And machine "A" syncs
     Then the sync pushed and nothing is pending
     And no TreeDX token appears in any output, workspace file or answer of the service
+
+  Scenario: knowledgeProvider must agree with the TreeDX scheme
+    Given machine "A" archives session "a-1"
+    And machine "A" sets knowledgeProvider to "git"
+    Then linking machine "A" to the pool is refused, naming the "treedx" provider
+    When machine "A" sets knowledgeProvider to "treedx"
+    And machine "A" links the pool with a fresh token
+    And machine "A" syncs
+    Then the sync pushed and nothing is pending
+    And the TreeDX pool holds every file machine "A" published

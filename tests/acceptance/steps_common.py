@@ -49,7 +49,7 @@ def session_id_for(label: str) -> str:
 
 
 def sample_session_text(session_id: str) -> str:
-    """The bundled demo session (3 turns on 3 topics → 3 chapters), under another id."""
+    """The bundled demo session (3 turns on 2 tasks → 2 chapters), under another id."""
     text = (files("dsh_chapters") / "samples" / "demo-session.jsonl").read_text(encoding="utf-8")
     return text.replace(SAMPLE_SESSION_ID, session_id)
 

@@ -330,7 +330,7 @@ def lists_pool(machines: dict[str, Machine], reader: str, label: str, writer: st
     listed = [
         c for c in machines[reader].ok("list", "--pool", "--json").json() if c["sessionId"] == sid
     ]
-    assert len(listed) == 3 and {c["harnessId"] for c in listed} == {writer}
+    assert len(listed) == 2 and {c["harnessId"] for c in listed} == {writer}  # 3 turns, 2 tasks
     text = machines[reader].ok("list", "--pool").out
     assert f"{writer}  {sid[:8]}" in text and "from 1 machine(s)" in text
 
@@ -340,12 +340,12 @@ def has_chapters(machines: dict[str, Machine], reader: str, label: str) -> None:
     writer = next(m for m in machines.values() if label in m.sessions)
     sid = writer.sessions[label]
     own = [c for c in machines[reader].ok("list", "--json").json() if c["sessionId"] == sid]
-    assert len(own) == 3
+    assert len(own) == 2  # the demo session: 3 turns, 2 tasks
     theirs = {k: v for k, v in writer.store_files().items() if k.startswith(f"{sid}/chapters/")}
     mine = {
         k: v for k, v in machines[reader].store_files().items() if k.startswith(f"{sid}/chapters/")
     }
-    assert mine == theirs and len(mine) == 3  # verbatim, byte for byte
+    assert mine == theirs and len(mine) == 2  # verbatim, byte for byte
 
 
 @then(
@@ -409,7 +409,7 @@ def clone_layout(pool: Pool, git_cli: GitCli, tmp_path: Path, machines: dict[str
     sid = machines["A"].sessions["a-1"]
     assert f'projectKey: "{key}"' in files["project.yml"].decode()
     chapters = [p for p in files if p.startswith(f"chapters/{key}/{sid}/")]
-    assert len(chapters) == 3 and all(
+    assert len(chapters) == 2 and all(
         p.rsplit("/", 1)[1][:4].rstrip("-").isdigit() for p in chapters
     )
     assert f"collections/{key}/{sid}.jsonl" in files

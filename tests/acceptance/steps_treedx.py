@@ -131,6 +131,7 @@ def treedx_revoke(pool: TreeDXPool) -> None:
 
 
 @when(parsers.parse('machine "{name}" links the pool again with a fresh token'))
+@when(parsers.parse('machine "{name}" links the pool with a fresh token'))
 def treedx_relink(make_machine: MakeMachine, pool: TreeDXPool, name: str) -> None:
     fresh = pool.fake.issue_token()
     pool.tokens.append(fresh)
@@ -277,10 +278,13 @@ def treedx_three_converge(machines: dict[str, Machine]) -> None:
 def treedx_nothing_lost(machines: dict[str, Machine], pool: TreeDXPool) -> None:
     tree = pool.fake.tree(pool.repository)
     chapters = {p for p in tree if p.startswith("chapters/")}
-    assert len(chapters) == 3 * len(machines)  # three chapters per archived session
+    written = set()
     for machine in machines.values():
         ours = _published(machine)
         assert ours and {p: tree.get(p) for p in ours} == ours, machine.name
+        written |= {p for p in ours if p.startswith("chapters/")}
+    assert chapters == written and len({p.split("/")[2] for p in chapters}) == len(machines)
+    for machine in machines.values():
         key = machine.app().identity.project_key
         have = {f"chapters/{key}/{rel.split('/')[0]}/{rel.rsplit('/', 1)[1]}"
                 for rel in machine.store_files() if "/chapters/" in rel}
@@ -329,3 +333,79 @@ def treedx_no_token_anywhere(machines: dict[str, Machine], pool: TreeDXPool) -> 
             leaked = [str(p) for p in machine.workspace.rglob("*")
                       if p.is_file() and needle in p.read_bytes()]
             assert not leaked, leaked
+
+
+@given(parsers.parse('machine "{name}" sets knowledgeProvider to "{value}"'))
+@when(parsers.parse('machine "{name}" sets knowledgeProvider to "{value}"'))
+def treedx_knowledge_provider(make_machine: MakeMachine, name: str, value: str) -> None:
+    machine = make_machine(name)
+    knowledge_pool.set_project_setting(machine.store, "knowledgeProvider", value)
+
+
+@then(parsers.parse('linking machine "{name}" to the pool is refused, naming the "{provider}" '
+                    'provider'))
+def treedx_link_refused(make_machine: MakeMachine, pool: TreeDXPool, name: str,
+                        provider: str) -> None:
+    machine = make_machine(name)
+    result = machine.run("link", pool.remote, pool.token)
+    assert result.code == 2 and f"belongs to {provider}" in result.err, result.text
+    assert pool.token not in result.text
+    config = (machine.store / "config.toml").read_text(encoding="utf-8")
+    assert "knowledgeRemote" not in config
+    assert not (machine.home / "dsh-chapters" / "credentials").exists() or not any(
+        (machine.home / "dsh-chapters" / "credentials").iterdir())
+
+
+# --- counts taken from the stores, so the composer's chapter count never leaks in here ------
+
+
+def _session_pool_files(machine: Machine, label: str) -> dict[str, bytes]:
+    """What this machine publishes for one session: its chapters and its collections file."""
+    sid = machine.sessions[label]
+    return {p: d for p, d in _published(machine).items() if f"/{sid}" in p}
+
+
+@then(parsers.parse('machine "{reader}" lists every chapter of session "{label}" from the pool, '
+                    'written by "{writer}"'))
+def treedx_lists_pool(machines: dict[str, Machine], reader: str, label: str, writer: str) -> None:
+    sid = machines[writer].sessions[label]
+    published = _session_pool_files(machines[writer], label)
+    chapters = [p for p in published if p.startswith("chapters/")]
+    listed = [c for c in machines[reader].ok("list", "--pool", "--json").json()
+              if c["sessionId"] == sid]
+    assert chapters and len(listed) == len(chapters)
+    assert {c["harnessId"] for c in listed} == {writer}
+
+
+@then(parsers.parse('the archive of session "{label}" succeeded while the pool was unreachable'))
+def treedx_archive_ok(machines: dict[str, Machine], last_archive: CliResult, label: str) -> None:
+    data = last_archive.json()
+    assert last_archive.code == 0 and data["chapters"], last_archive.text
+    assert data["pool"]["ok"] is False and data["pool"]["failureCode"] == "network"
+
+
+@then(parsers.parse('machine "{name}"\'s status says local-only with the code "{code}" and '
+                    'session "{label}" pending'))
+def treedx_status_pending(machines: dict[str, Machine], pool: TreeDXPool, name: str, code: str,
+                          label: str) -> None:
+    machine = machines[name]
+    waiting = _session_pool_files(machine, label)
+    tree = pool.fake.tree(pool.repository)
+    assert waiting and not set(waiting) & set(tree)  # none of it reached the pool
+    data = machine.ok("status", "--json").json()["pool"]
+    assert data["localOnly"] is True and data["lastSync"]["failureCode"] == code
+    assert data["pending"] == len(waiting), (data["pending"], sorted(waiting))
+    text = machine.ok("status").out
+    assert f": {code} (" in text and f"· {len(waiting)} pending" in text and "next: " in text
+
+
+@then(parsers.parse('machine "{reader}" holds every chapter of session "{label}" in its own '
+                    'store, byte for byte'))
+def treedx_has_chapters(machines: dict[str, Machine], reader: str, label: str) -> None:
+    writer = next(m for m in machines.values() if label in m.sessions)
+    sid = writer.sessions[label]
+    theirs = {k: v for k, v in writer.store_files().items() if k.startswith(f"{sid}/chapters/")}
+    mine = {k: v for k, v in machines[reader].store_files().items()
+            if k.startswith(f"{sid}/chapters/")}
+    own = [c for c in machines[reader].ok("list", "--json").json() if c["sessionId"] == sid]
+    assert theirs and mine == theirs and len(own) == len(theirs)  # verbatim

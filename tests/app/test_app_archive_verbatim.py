@@ -112,6 +112,13 @@ def test_every_message_and_result_is_found_in_the_store(
             assert found == 1, f"found {found} times, expected once: {form[:120]!r}"
             exact += 1
     assert exact >= len(expected) // 2 and verbatim > 0
+    if fixture == CODEX_FILE:
+        # Codex wraps shell output as {"output": …, "metadata": …}: the tool result text is the
+        # inner text the reader unwraps, and the wrapper itself is archived nowhere.
+        results = [e for e in events if isinstance(e, ToolResult)]
+        assert results and not any(r.text.startswith('{"output"') for r in results)
+        assert not any('{"output": ' in doc or '"metadata": {"exit_code"' in doc
+                       for doc in corpus)
 
     # No credential survives anywhere in the store (chapters, artifacts, signatures).
     everything = "\n".join(p.read_text(encoding="utf-8", errors="replace")

@@ -237,7 +237,7 @@ def test_a_hung_pool_costs_no_more_than_the_timeouts(
     project: Project, black_hole: BlackHole
 ) -> None:
     link(project, black_hole.port)
-    project.set_config(sessionStartPullTimeoutMs=1500, hookTimeoutMs=4000)
+    project.set_config(sessionStartPullTimeoutMs=1500, hookTimeoutMs=6000)
     write_turns(project, len(CLAUDE_CODE_SESSION.read_bytes().splitlines()))
 
     start = project.hook("SessionStart", source="startup")
@@ -246,21 +246,23 @@ def test_a_hung_pool_costs_no_more_than_the_timeouts(
     logged = project.log()[-1]
     # The pull never answered: stopped at its budget, so it holds no lock the archives need.
     assert logged["sync"] == "stopped"
-    assert logged["elapsedMs"] < 1500 + 1500  # the pull budget, plus building the notice
+    assert logged["elapsedMs"] < 1500 + 2500  # the pull budget, plus stopping it and the notice
 
     end = project.hook("SessionEnd", reason="logout")
     assert end.code == 0, end.err
     logged = project.log()[-1]
     assert logged["turnsArchived"] == 54  # the archive is local and done
     assert logged["sync"] == "running"  # the push goes on in the background, the agent too
-    assert logged["elapsedMs"] < 4000 + 1000  # hookTimeoutMs bounds the push wait
+    assert logged["elapsedMs"] < 6000 + 1000  # hookTimeoutMs bounds the push wait
     assert "error" not in logged
     assert_no_token(project, start, end)
 
 
 def test_a_refused_pool_leaves_the_archive_whole_and_the_agent_going(project: Project) -> None:
     link(project, closed_port())
-    project.set_config(syncDebounceMs=0)
+    # A refused connection fails at once; the generous pull budget keeps a loaded machine's
+    # slow process start from turning "failed" into "stopped".
+    project.set_config(syncDebounceMs=0, sessionStartPullTimeoutMs=30000)
     records = len(CLAUDE_CODE_SESSION.read_bytes().splitlines())
     write_turns(project, records // 3)
 

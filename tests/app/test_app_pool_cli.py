@@ -154,8 +154,8 @@ def test_relinking_drops_the_old_mirror_and_state(a: Machine, tmp_path: Path, po
     out = a.ok("link", str(other)).out
     assert f"replaced {pool}" in out and "mirror was removed" in out and not a.mirror.exists()
     shown = a.ok("link", "--json").json()
-    assert shown["lastSync"] is None and shown["pending"] == 4
-    assert a.ok("sync", "--json").json()["publishedNew"] == 4
+    assert shown["lastSync"] is None and shown["pending"] == 3
+    assert a.ok("sync", "--json").json()["publishedNew"] == 3
 
 
 def test_set_project_setting_replaces_in_place(tmp_path: Path) -> None:
@@ -199,12 +199,12 @@ def test_first_sync_adds_the_mirror_to_gitignore_once(a: Machine, pool: Path) ->
 def test_archive_pushes_then_defers_within_the_window(a: Machine, pool: Path) -> None:
     a.ok("link", str(pool))
     first = a.archive("s-1").json()["pool"]
-    assert first["ok"] and first["pushed"] and first["publishedNew"] == 4
+    assert first["ok"] and first["pushed"] and first["publishedNew"] == 3
     second = a.archive("s-2").json()["pool"]
     assert second["deferred"] is True and second["dueAt"]
     text = a.ok("status").out
-    assert "push deferred until" in text and "· 4 pending" in text
-    assert a.ok("sync", "--json").json()["publishedNew"] == 4
+    assert "push deferred until" in text and "· 3 pending" in text
+    assert a.ok("sync", "--json").json()["publishedNew"] == 3
     assert "push deferred" not in a.ok("status").out
 
 
@@ -214,7 +214,7 @@ def test_archive_succeeds_when_the_sync_point_cannot_run(a: Machine, pool: Path)
         f'knowledgeProvider = "treedx"\nknowledgeRemote = "{pool}"\n'
     )
     result = a.ok("archive", str(a.write_session("s-1")))
-    assert "chapters   3 written" in result.out and "pool       not synced:" in result.out
+    assert "chapters   2 written" in result.out and "pool       not synced:" in result.out
 
 
 def test_an_unreachable_pool_leaves_the_archive_alone(a: Machine, tmp_path: Path) -> None:
@@ -225,15 +225,15 @@ def test_an_unreachable_pool_leaves_the_archive_alone(a: Machine, tmp_path: Path
     drive.rename(tmp_path / "unplugged")
     a.set_config("syncDebounceMs = 0")
     archived = a.ok("archive", str(a.write_session("s-2")), "--json").json()
-    assert len(archived["chapters"]) == 3 and archived["pool"]["ok"] is False
+    assert len(archived["chapters"]) == 2 and archived["pool"]["ok"] is False
     result = a.run("sync")
-    assert result.code == 1 and "local-only — open: " in result.out and "· 4 pending" in result.out
+    assert result.code == 1 and "local-only — open: " in result.out and "· 3 pending" in result.out
     assert "file(s) pending" in result.err and "next:" in result.err
     status = a.ok("status").out
     assert "local-only" in status and "next: " in status
     (tmp_path / "unplugged").rename(drive)
     back = a.ok("sync", "--json").json()
-    assert back["pushed"] and back["pending"] == 0 and back["publishedNew"] == 4
+    assert back["pushed"] and back["pending"] == 0 and back["publishedNew"] == 3
 
 
 def test_list_pool_names_every_writer(a: Machine, b: Machine, pool: Path) -> None:
@@ -249,7 +249,7 @@ def test_list_pool_names_every_writer(a: Machine, b: Machine, pool: Path) -> Non
     }
     assert all(c["path"].startswith(".dsh-knowledge/chapters/") for c in listed)
     text = a.ok("list", "--pool").out
-    assert "6 chapter(s) from 2 machine(s)" in text
+    assert "4 chapter(s) from 2 machine(s)" in text
 
 
 def test_list_pool_before_any_sync(a: Machine) -> None:
@@ -266,11 +266,11 @@ def test_demo_runs_two_machines_and_cleans_up(capsys: pytest.CaptureFixture[str]
     lines = [step["text"] for step in data["steps"]]
     said = [t for step in data["steps"] for t in (step["text"], *step.get("more", []))]
     assert any(t.startswith("sync: created the pool → cloned") for t in said)
-    assert any("reads 3 chapters from the pool, written by machine-a" in t for t in lines)
-    assert any("local-only — " in t and "· 3 pending" in t for t in lines)
+    assert any("reads 2 chapters from the pool, written by machine-a" in t for t in lines)
+    assert any("local-only — " in t and "· 2 pending" in t for t in lines)
     assert (
         lines[-1].endswith("→ nothing to push")
-        and "now reads 5 chapters" in data["steps"][-1]["more"][0]
+        and "now reads 3 chapters" in data["steps"][-1]["more"][0]
     )
     assert not Path(data["root"]).exists() and data["kept"] is False
     assert main(["demo"]) == 0
@@ -327,4 +327,46 @@ def test_before_archive_pulls_and_after_archive_is_quiet_without_a_pool(
     a.archive("s-a")
     pulled = knowledge_pool.before_archive(b.app())
     assert isinstance(pulled, knowledge_pool.SyncReport) and pulled.ok
-    assert pulled.copied_in_new == 4 and not pulled.pushed and pulled.mode == "pull"
+    assert pulled.copied_in_new == 3 and not pulled.pushed and pulled.mode == "pull"
+
+
+# ---------------------------------------------------------------------------------------------
+# link: TreeDX pools (issue #7: a token is always required; the link resolves or creates)
+
+
+def test_treedx_link_requires_a_token_even_on_loopback(a: Machine) -> None:
+    from dsh_chapters_treedx.testing import FakeTreeDX
+
+    with FakeTreeDX() as service:
+        result = a.run("link", service.remote("widgets-kb"))
+        assert result.code == 2
+        assert "always needs a token" in result.text
+        assert service.count("/api/v1/repos") == 0
+        assert not (a.workspace / ".dsh-chapters" / "config.toml").exists()
+
+
+def test_treedx_link_resolves_or_creates_the_repository(a: Machine, b: Machine) -> None:
+    from dsh_chapters_treedx.testing import FakeTreeDX
+
+    with FakeTreeDX() as service:
+        token = service.issue_token()
+        remote = service.remote("widgets-kb")
+        a.ok("link", remote, token)
+        assert service.count("/api/v1/repos") == 1  # created at link time, not at first sync
+        b.ok("link", remote, token)
+        assert service.count("/api/v1/repos") == 2  # idempotent: the same repository
+        assert (a.workspace / ".dsh-knowledge" / ".treedx-state.json").is_file()
+        for m in (a, b):
+            assert token not in (m.workspace / ".dsh-knowledge" / ".treedx-state.json").read_text()
+
+
+def test_treedx_link_with_a_bad_token_links_nothing(a: Machine) -> None:
+    from dsh_chapters_treedx.testing import FakeTreeDX
+
+    with FakeTreeDX() as service:
+        result = a.run("link", service.remote("widgets-kb"), "not-a-token-3f9")
+        assert result.code == 1
+        assert "auth" in result.text and "chapters link" in result.text
+        assert "not-a-token-3f9" not in result.text
+        assert not (a.workspace / ".dsh-chapters" / "config.toml").exists()
+        assert not list((a.home / "dsh-chapters" / "credentials").glob("*"))

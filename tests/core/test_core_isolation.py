@@ -17,12 +17,14 @@ import dsh_chapters_core
 PROBE = r"""
 import importlib, json, pkgutil, sys
 import dsh_chapters_core
-names = sorted(m.name for m in pkgutil.walk_packages(dsh_chapters_core.__path__, "dsh_chapters_core."))
+prefix = "dsh_chapters_core."
+names = sorted(m.name for m in pkgutil.walk_packages(dsh_chapters_core.__path__, prefix))
 for name in names:
     importlib.import_module(name)
 roots = {m.split(".")[0] for m in sys.modules}
 allowed = set(sys.stdlib_module_names) | {"dsh_chapters_core", "__main__", "builtins"}
-print(json.dumps({"modules": names, "foreign": sorted(r for r in roots if r not in allowed and not r.startswith("_"))}))
+foreign = sorted(r for r in roots if r not in allowed and not r.startswith("_"))
+print(json.dumps({"modules": names, "foreign": foreign}))
 """
 
 

@@ -20,6 +20,9 @@ BEARER = "abcDEF123._~+/=-xyz"
 URL_TOKEN = "s3cr3tV4lue"
 PEM_BODY = "MIIEowIBAAKCAQEA1234567890abcdef\nQWERTYUIOPasdfghjkl+/=="
 PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYzQ8vN3tLs2Hk"  # 40 chars, as in the fixture
+JWT_SECRET = "3f9c1e7a5b2d8f04"
+PASSWORD = "p@ss w0rd!!"  # quoted: spaces and punctuation belong to it
 
 
 def m(secret: str) -> str:
@@ -65,6 +68,11 @@ def m(secret: str) -> str:
             f"key:\n-----BEGIN RSA PRIVATE KEY-----\n{m(PEM_BODY)}\n"
             "-----END RSA PRIVATE KEY-----\ndone",
             "pem-private-key",
+        ),
+        (
+            f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n",
+            f"AWS_SECRET_ACCESS_KEY={m(AWS_SECRET)}\n",
+            "secret-assignment",
         ),
     ],
 )
@@ -136,15 +144,126 @@ def test_family_names_are_the_contract() -> None:
         "bearer",
         "url-token",
         "pem-private-key",
+        "secret-assignment",
         "custom",
     )
 
 
+# --- secret-assignment ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secrets"),
+    [
+        # the fixture's `cat .env.production`
+        (
+            "# production settings (DO NOT COMMIT)\n"
+            "DATABASE_URL=postgresql://acme@db.internal:5432/acme\n"
+            f"JWT_SECRET={JWT_SECRET}\n"
+            f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
+            "RATE_LIMIT_PER_MINUTE=100\n",
+            (JWT_SECRET, AWS_SECRET),
+        ),
+        (f"export JWT_SECRET={JWT_SECRET}; make deploy", (JWT_SECRET,)),
+        (f'DB_PASSWORD="{PASSWORD}"', (PASSWORD,)),
+        (f"DB_PASSWORD='{PASSWORD}'", (PASSWORD,)),
+        (f'export DB_PASSWORD="{PASSWORD}"', (PASSWORD,)),
+        ('SECRET_KEY = "django-insecure-4b9x"', ("django-insecure-4b9x",)),
+        ("api_key: 0123abcd4567ef\nport: 8080", ("0123abcd4567ef",)),
+        ("curl -H 'X-Api-Key: 0123abcd4567ef' https://h", ("0123abcd4567ef",)),
+        ('{"password": "hunter2hunter2", "user": "adrian"}', ("hunter2hunter2",)),
+        ('{"clientSecret":"a1b2c3d4e5f6","id":7}', ("a1b2c3d4e5f6",)),
+        ("{'private_key': 'MIIEvQIBADAN'}", ("MIIEvQIBADAN",)),
+        ("auth_token: Zm9vYmFy1mF6\n", ("Zm9vYmFy1mF6",)),
+        ("ACCESS_TOKEN=abc123def456ghi", ("abc123def456ghi",)),
+        ("STRIPE_APIKEY=rk_test_51Habc", ("rk_test_51Habc",)),
+        ("SMTP_PASSWD=Tr0ub4dor3xyz", ("Tr0ub4dor3xyz",)),
+        ("AWS_SECRET_KEY_ID=abcd1234efgh", ("abcd1234efgh",)),  # holds _SECRET_
+        ("db-password: n0t-so-s3cret", ("n0t-so-s3cret",)),
+        ("PASSWORD=abcd1234efgh, next", ("abcd1234efgh",)),  # the comma is punctuation
+        ("mysql --password=s3cretpass1 -u root", ("s3cretpass1",)),
+        ("GET https://h/api?api_key=abc12345xyz&page=2#top", ("abc12345xyz",)),
+        # raw JSONL: the .env text and a JSON object inside a JSON string
+        (
+            f'"text":"JWT_SECRET={JWT_SECRET}\\nAWS_SECRET_ACCESS_KEY={AWS_SECRET}\\n"',
+            (JWT_SECRET, AWS_SECRET),
+        ),
+        ('"content":"{\\"password\\": \\"hunter2hunter2\\"}"', ("hunter2hunter2",)),
+        ("İstanbul password=abc123xyz99", ("abc123xyz99",)),  # `İ` lowers to 2 characters
+    ],
+)
+def test_secret_assignment_redacts_the_value_only(text: str, secrets: tuple[str, ...]) -> None:
+    expected = text
+    for secret in secrets:
+        expected = expected.replace(secret, m(secret), 1)
+    got = redact(text)
+    assert got.text == expected
+    assert got.counts == (("secret-assignment", len(secrets)),)
+    assert redact(got.text) == Redaction(text=expected, counts=())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password field is required",
+        "Password: see the vault",
+        "Secret: remember the milk",
+        "set API_KEY in your environment, then run the PASSWORD reset",
+        "PASSWORD=short",  # fewer than 8 characters
+        "POSTGRES_PASSWORD: ci",
+        # placeholders
+        "PASSWORD=********",
+        "API_KEY=xxxxxxxxxxxx",
+        "API_KEY=XXXX-XXXX-XXXX",
+        "JWT_SECRET=${JWT_SECRET}",
+        "JWT_SECRET=$JWT_SECRET_VALUE",
+        'DB_PASSWORD="$(cat /run/secrets/db)"',
+        "PASSWORD=changeme",
+        'PASSWORD="change-me"',
+        "PASSWORD=<your-password>",
+        '{"api_key": "<YOUR_API_KEY>"}',
+        'password: "{{ .Values.dbPassword }}"',
+        "PASSWORD=[REDACTED]",
+        "JWT_SECRET=⟦redacted:credential sha256=eb165e21⟧",
+        'JWT_SECRET="⟦redacted:credential sha256=eb165e21⟧"',
+        # code: a reference is not a secret
+        "login(user, password=password)",
+        "client = OpenAI(api_key=settings.openai_api_key)",
+        'SECRET_KEY = os.environ["SECRET_KEY"]',
+        "SECRET_KEY = load_secret_from_vault",
+        "api_key: Optional[str] = None",
+        "password: SecretStr",
+        "if password == 'hunter2hunter2':",
+        # names that are not credentials, and paths
+        "PASSWORD_MIN_LENGTH=12345678",
+        "MY_PASSWORD_FILE=/run/secrets/db_password",
+        "tokens: abc12345678",
+        "GITHUB_TOKEN_SCOPE=repo-read-1",
+        "cat /etc/passwd: root:x:0:0:root:/root:/bin/bash",
+        "PRIVATE_KEY=-----BEGIN",  # a PEM block is pem-private-key's
+    ],
+)
+def test_secret_assignment_leaves_prose_placeholders_and_code(text: str) -> None:
+    assert redact(text) == Redaction(text=text, counts=())
+
+
+def test_secret_assignment_defers_to_the_specific_family_on_the_same_value() -> None:
+    got = redact(f"OPENAI_API_KEY={OPENAI}\nACCESS_TOKEN={JWT}\nDB_PASSWORD={AWS}")
+    assert got.text == f"OPENAI_API_KEY={m(OPENAI)}\nACCESS_TOKEN={m(JWT)}\nDB_PASSWORD={m(AWS)}"
+    assert got.counts == (("aws-access-key", 1), ("jwt", 1), ("openai-key", 1))
+
+
+def test_secret_assignment_scans_long_runs_in_linear_time() -> None:
+    # Each rejected name or value is passed over once (a quadratic scan would take minutes).
+    text = "password=$x=" * 20_000 + "k=" * 50_000 + " password=$y" * 20_000
+    assert redact(text) == Redaction(text=text, counts=())
+
+
 # --- properties -------------------------------------------------------------------------------
 
-# Prose that can never form a credential: no uppercase, no '-', '_', '=', '@', '⟦'.
+# Prose that can never form a credential: no uppercase, no '-', '_', '=', ':', '@', '⟦'.
 _safe = st.text(
-    alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyz0123456789 .,;:!?()\n\té漢🙂")),
+    alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyz0123456789 .,;!?()\n\té漢🙂")),
     max_size=40,
 )
 _secret_forms = st.sampled_from(
@@ -158,6 +277,14 @@ _secret_forms = st.sampled_from(
         (f"https://h/p?token={URL_TOKEN}", f"https://h/p?token={m(URL_TOKEN)}"),
         (f"https://u:{URL_TOKEN}@h/p", f"https://u:{m(URL_TOKEN)}@h/p"),
         (PEM, PEM.replace(PEM_BODY, m(PEM_BODY))),
+        (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", f"AWS_SECRET_ACCESS_KEY={m(AWS_SECRET)}"),
+        (f"export JWT_SECRET={JWT_SECRET}", f"export JWT_SECRET={m(JWT_SECRET)}"),
+        (f'DB_PASSWORD="{PASSWORD}"', f'DB_PASSWORD="{m(PASSWORD)}"'),
+        (f'{{"password": "{PASSWORD}"}}', f'{{"password": "{m(PASSWORD)}"}}'),
+        (f"api_key: {JWT_SECRET}", f"api_key: {m(JWT_SECRET)}"),
+        # left alone: a placeholder and a short value
+        ("JWT_SECRET=${JWT_SECRET}", "JWT_SECRET=${JWT_SECRET}"),
+        ("PASSWORD=short", "PASSWORD=short"),
     ]
 )
 
@@ -172,16 +299,39 @@ def test_bytes_outside_a_secret_are_unchanged(parts: list[tuple[str, str]]) -> N
 
 _noisy = st.text(
     alphabet=st.sampled_from(
-        list("aAkKiIsS-_=@:/?&.#'\" \nBbeEaArReEyYJj0123456789⟦⟧ghpotPRIVATEKY")
+        list("aAkKiIsS-_=@:/?&.#'\" \nBbeEaArReEyYJj0123456789⟦⟧ghpotPRIVATEKY$<>{}*\\;,`xX")
     ),
     max_size=80,
+)
+# Pieces that make noisy text assign to credential names in every form.
+_assignment_bits = st.sampled_from(
+    [
+        "PASSWORD",
+        "api_key",
+        "JWT_SECRET",
+        "export ",
+        "=",
+        ": ",
+        '"',
+        "'",
+        '\\"',
+        "\\n",
+        "xxx",
+        "${",
+        "⟦redacted:credential sha256=eb165e21⟧",
+        "changeme",
+        "-----BEGIN",
+    ]
 )
 
 
 @settings(max_examples=300)
 @given(
     st.lists(
-        st.one_of(_noisy, _secret_forms.map(lambda f: f[0]), st.text(max_size=20)), max_size=10
+        st.one_of(
+            _noisy, _assignment_bits, _secret_forms.map(lambda f: f[0]), st.text(max_size=20)
+        ),
+        max_size=10,
     )
 )
 def test_redaction_is_idempotent(parts: list[str]) -> None:
@@ -204,3 +354,40 @@ def test_arbitrary_text_round_trips_outside_markers(text: str) -> None:
             found = text.find(piece, cursor)
             assert found >= 0
             cursor = found + len(piece)
+
+
+_SECRET_NAMES = (
+    "JWT_SECRET",
+    "aws_secret_access_key",
+    "DB_PASSWORD",
+    "apiKey",
+    "x-api-key",
+    "ACCESS_TOKEN",
+    "authToken",
+    "PRIVATE_KEY",
+    "SMTP_PASSWD",
+    "MY_SECRET_ID",
+)
+# Values that are neither placeholders nor code: they hold a digit and start with one.
+_secret_values = st.builds(
+    lambda digit, rest: digit + rest,
+    st.sampled_from("0123456789"),
+    st.text(alphabet=st.sampled_from(list("abcdefXYZ0123456789/+.-!@%")), min_size=7, max_size=40),
+)
+
+
+@given(
+    _safe,
+    st.sampled_from(_SECRET_NAMES),
+    st.sampled_from(["{k}={v}", 'export {k}="{v}"', "{k}: {v}", '"{k}": "{v}"', "{k}='{v}'"]),
+    _secret_values,
+    _safe,
+)
+def test_secret_assignment_replaces_exactly_the_value(
+    before: str, name: str, form: str, value: str, after: str
+) -> None:
+    text = f"{before} {form.format(k=name, v=value)} {after}"
+    got = redact(text)
+    assert got.text == f"{before} {form.format(k=name, v=m(value))} {after}"
+    assert got.counts == (("secret-assignment", 1),)
+    assert redact(got.text).counts == ()

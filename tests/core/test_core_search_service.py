@@ -235,3 +235,24 @@ def test_bring_current_reads_nothing_when_nothing_changed() -> None:
     tree.remove(chapter_path("s1", 9, "new"))
     assert svc.bring_current(svc.store).update.removed == ("s1/chapters/009-new.md",)
     assert svc.bring_current(svc.store) is None
+
+
+def test_the_cache_is_written_in_batches_and_follows_new_aliases() -> None:
+    tree = MemoryDerivedTree()
+    for n in range(1, 8):
+        tree.write(chapter_path("s", n, "x"), document_text(
+            title=f"auth step {n}", topics=["auth"] if n % 2 else ["login"], project_key=PK))
+    small = DEFAULTS.replace(search_cache_batch_rows=2)
+    cache = MemorySearchCache()
+    cached = service(store_door(tree, cache), config=small)
+    plain = service(store_door(tree), config=small)
+    request = SearchRequest(query="authentication", project_key=PK)
+    assert cached.search(request).to_json() == plain.search(request).to_json()
+    before = cache.applies
+    alias = make_fact(FactType.TOPIC_ALIAS, **{"from": "auth", "to": "authentication"})
+    tree.write("edits/h2/curation.jsonl", (alias.to_line() + "\n").encode())
+    answer = cached.search(request)
+    assert answer.to_json() == plain.search(request).to_json() and answer.total == 7
+    assert cache.applies - before >= 4  # 7 rows re-derived, two a transaction
+    cached.refresh(cached.store, rebuild=True)
+    assert cached.search(request).to_json() == plain.search(request).to_json()

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from tests.core.conversation import Conversation
 
-
 ROOT = "/home/dev/work/acme-api"
 
 
@@ -70,7 +69,8 @@ def test_the_primary_is_a_project_file_not_a_directory_or_an_outside_path() -> N
     )
     sig = _sign(c, cwd=ROOT)
     assert sig.paths == (
-        "src/acme/auth/middleware.py", "src/acme/auth/token.py", "src/acme", "/etc/nginx/nginx.conf",
+        "src/acme/auth/middleware.py", "src/acme/auth/token.py",  # files first, in touch order
+        "src/acme", "/etc/nginx/nginx.conf",  # then a directory, then outside the project
     )
 
 

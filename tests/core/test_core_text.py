@@ -48,6 +48,8 @@ def test_top_terms_rank_by_frequency_then_alphabet() -> None:
         # JSON output keeps its escapes: they separate paths, never belong to one
         (r'{"output": "src/a.py\nsrc/b.py\n", "x": "\"docs/c.md\""}',
          ["src/a.py", "src/b.py", "docs/c.md"]),
+        # a method call is not a file, a file in parentheses is
+        ("console.log(x); request.json() fn(src/a.py) (docs/b.md)", ["src/a.py", "docs/b.md"]),
         # a credential with slashes (an AWS secret) is never a path
         ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8vN3tLs2Hk", []),
         ("objects/ab/cdef0123456789abcdef0123456789abcdef01", [

@@ -227,3 +227,35 @@ def test_resolve_or_create_is_idempotent(pool: Machines) -> None:
     pool.provider("b").open()
     ids = {json.loads((pool.mirror(m) / STATE_FILE).read_text())["repoId"] for m in ("a", "b")}
     assert len(ids) == 1
+
+
+def test_a_hand_damaged_mirror_is_repaired_by_the_next_pull(
+    pool: Machines, chapter: Chapter
+) -> None:
+    a = pool.provider("a")
+    a.open()
+    files = dict([chapter("s1", 1), chapter("s1", 2)])
+    publish(a, files)
+    a.close()
+    first = sorted(files)[0]
+    (pool.mirror("a") / first).unlink()
+    (pool.mirror("a") / "junk.md").write_bytes(b"junk")
+    again = pool.provider("a")
+    assert not again.open().cloned
+    result = again.pull()
+    assert set(result.changed_paths) == {first, "junk.md"}
+    assert mirror_files(pool, "a") == files
+
+
+def test_staged_files_survive_a_repair(pool: Machines, chapter: Chapter) -> None:
+    a = pool.provider("a")
+    a.open()
+    path, data = chapter("s1", 1)
+    a.stage({path: data})
+    (pool.mirror("a") / "junk.md").write_bytes(b"junk")
+    again = pool.provider("a")
+    again.open()
+    again.pull()
+    assert mirror_files(pool, "a") == {path: data}
+    assert again.commit("m", "a") is not None
+    assert again.push().pushed

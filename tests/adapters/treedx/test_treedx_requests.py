@@ -126,3 +126,18 @@ def test_a_push_costs_lease_plus_one_put_per_file_plus_commit(
         "PUT /api/v1/workspaces/{workspace_id}/files": 5,
         "POST /api/v1/workspaces/{workspace_id}/commit": 1,
     }
+
+
+def test_repairing_a_damaged_mirror_costs_pages_plus_what_is_damaged(
+    fake: FakeTreeDX, machines: Machines
+) -> None:
+    files = seed(fake, machines, 1200)
+    machines.provider("a").open()
+    for path in sorted(files)[:3]:
+        (machines.mirror("a") / path).unlink()
+    again = machines.provider("a")
+    again.open()
+    fake.reset_counts()
+    result = again.pull()
+    assert len(result.changed_paths) == 3
+    assert fake.count(LIST) == 1 + 3 and fake.count(READ) == 1

@@ -10,6 +10,7 @@ manifest and the alias table is the use case's call (`SearchService.ensure_cache
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
@@ -34,6 +35,10 @@ _E_COLUMNS = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
 # characters inside tokens, so each such token is exactly one FTS5 token.
 _MARK = "\u00b7"
 _FIELD_MARKS = ("t", "i", "s", "c")  # topic, title, summary, category
+# Row tokens: `·p<hash>` names the row's project and `·legacy` marks a legacy fragment, so
+# scoping and setting fragments aside are doclist intersections inside FTS5, not joins. No
+# term token starts with the mark, so these never collide with a term.
+_LEGACY = f"{_MARK}legacy"
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
@@ -54,6 +59,20 @@ CREATE TABLE IF NOT EXISTS keys (
   id INTEGER PRIMARY KEY, date_key REAL NOT NULL, path TEXT NOT NULL, project_key TEXT NOT NULL,
   legacy INTEGER NOT NULL, rule_id TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS entries_rules ON entries(rule_id);
+-- Row counts per project and of legacy fragments, kept by triggers: when the whole door is in
+-- one scope and has no fragment, a query needs no join to count or to find its threshold.
+CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS keys_in AFTER INSERT ON keys BEGIN
+  INSERT INTO tallies VALUES ('project:' || new.project_key, 1)
+    ON CONFLICT(name) DO UPDATE SET n = n + 1;
+  INSERT INTO tallies SELECT 'legacy', 1 WHERE new.legacy = 1
+    ON CONFLICT(name) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS keys_out AFTER DELETE ON keys BEGIN
+  UPDATE tallies SET n = n - 1 WHERE name = 'project:' || old.project_key;
+  UPDATE tallies SET n = n - 1 WHERE name = 'legacy' AND old.legacy = 1;
+END;
 CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
   tokens, content='', tokenize='ascii', detail='none', columnsize=0
 );
@@ -65,15 +84,24 @@ def _terms(values: frozenset[str]) -> str:
     return " ".join(sorted(values))
 
 
-def _tokens(entry: SearchEntry) -> str:
+def _project_token(project_key: str) -> str:
+    return f"{_MARK}p" + hashlib.sha256(project_key.encode("utf-8")).hexdigest()[:16]
+
+
+def _tokens(entry: SearchEntry, legacy: bool) -> str:
     fields = (entry.topic_terms, entry.title_terms, entry.summary_terms, entry.category_terms)
-    return " ".join(f"{t}{_MARK}{mark}" for mark, terms in zip(_FIELD_MARKS, fields, strict=True)
-                    for t in sorted(terms))
+    words = [f"{t}{_MARK}{mark}" for mark, terms in zip(_FIELD_MARKS, fields, strict=True)
+             for t in sorted(terms)]
+    words.append(_project_token(entry.project_key))
+    if legacy:
+        words.append(_LEGACY)
+    return " ".join(words)
 
 
 def _row(entry: SearchEntry, sha: str) -> tuple[object, ...]:
+    legacy = is_legacy_fragment(entry)
     return (
-        sha, entry.session_dir, 1 if is_legacy_fragment(entry) else 0, _tokens(entry),
+        sha, entry.session_dir, 1 if legacy else 0, _tokens(entry, legacy),
         entry.path, str(entry.kind), entry.title, entry.date, entry.date_key,
         _SEP.join(entry.topics), entry.summary, entry.category, entry.project_key,
         entry.session_id, entry.rule_id, _SEP.join(entry.raw_topics),
@@ -187,6 +215,7 @@ class SqliteSearchCache:
             if reset:
                 db.execute("DELETE FROM entries")
                 db.execute("DELETE FROM keys")
+                db.execute("DELETE FROM tallies")
                 db.execute("INSERT INTO terms(terms) VALUES('delete-all')")
             else:
                 # A contentless FTS5 row is deleted by repeating the text it was indexed with.
@@ -236,23 +265,38 @@ class SqliteSearchCache:
         project_key: str = "",
         special: frozenset[str] = frozenset(),
     ) -> CandidatePage:
-        """FTS5 finds, per term and field, the rows holding it; SQLite sums the weights into
-        each row's lexical bound, keeps the best `limit` plain rows (bound, then date, then
-        path), every special row, and counts the plain matches. Python never touches the
-        rest, and `rank_entries` re-scores what is kept."""
+        """FTS5 finds, per term and field, the plain in-scope rows holding it; SQLite sums the
+        weights into each row's lexical bound, counts those rows, and keeps the best `limit`
+        (bound, then date, then path). Legacy fragments that match and the `special` rules
+        come along whatever their bound. Python never touches the rest, and `rank_entries`
+        re-scores what is kept."""
         if not terms:
             return CandidatePage(entries=[], plain_total=0)
+        tallies = dict(self.db.execute("SELECT name, n FROM tallies WHERE n > 0").fetchall())
+        has_legacy = bool(tallies.get("legacy"))
+        projects = {name.removeprefix("project:") for name in tallies if name != "legacy"}
+        scoped = bool(project_key) and not projects <= {project_key, ""}
+
+        def arm(term: str, mark: str) -> str:
+            query = _phrase(term, mark)
+            if scoped:  # the caller's project, or none named (`·p` of "")
+                query = (f'({query} AND ("{_project_token(project_key)}" OR '
+                         f'"{_project_token("")}"))')
+            if has_legacy:  # fragments are stitched first, scoped after: handed over apart
+                query = f'({query} NOT "{_LEGACY}")'
+            return query
+
         hits: list[str] = []
         params: list[object] = []
         field_weights = (weights.topic, weights.title, weights.summary)
         for term in dict.fromkeys(terms):
             for mark, weight in zip(_FIELD_MARKS, field_weights, strict=False):
                 hits.append("SELECT rowid AS id, ? AS w, 0 AS cat FROM terms WHERE terms MATCH ?")
-                params += [weight, _phrase(term, mark)]
+                params += [weight, arm(term, mark)]
             hits.append("SELECT rowid, 0.0, 1 FROM terms WHERE terms MATCH ?")
-            params.append(_phrase(term, _FIELD_MARKS[3]))
-        specials = json.dumps(sorted(special))
-        scope = "(? = '' OR k.project_key IN (?, ''))"
+            params.append(arm(term, _FIELD_MARKS[3]))
+        # Every scored row is plain and in scope: count it as is, and join only the rows at
+        # or above the `limit`-th bound (ties there are ordered by date, then path).
         sql = f"""
         WITH hits(id, w, cat) AS ({" UNION ALL ".join(hits)}),
         scored AS MATERIALIZED (
@@ -261,21 +305,25 @@ class SqliteSearchCache:
         )
         SELECT {_E_COLUMNS}, -1 FROM (
           SELECT s.id FROM scored s JOIN keys k ON k.id = s.id
-          WHERE k.legacy = 0 AND {scope}
+          WHERE s.bound >= coalesce(
+            (SELECT bound FROM scored ORDER BY bound DESC LIMIT 1 OFFSET ?), -1e308)
           ORDER BY s.bound DESC, k.date_key DESC, k.path LIMIT ?
-        ) t JOIN entries e ON e.id = t.id
-        UNION ALL
-        SELECT {_E_COLUMNS}, -1 FROM scored s JOIN keys k ON k.id = s.id
-          JOIN entries e ON e.id = s.id
-        WHERE k.legacy = 1 OR (k.rule_id != '' AND (k.rule_id IN (SELECT value FROM json_each(?))
-                                                     OR k.path IN (SELECT value FROM json_each(?))))
-        UNION ALL
-        SELECT {", ".join(["NULL"] * 16)}, (
-          SELECT count(*) FROM scored s JOIN keys k ON k.id = s.id WHERE k.legacy = 0 AND {scope}
-        )
-        """
-        params += [weights.category, _BOUND_DIGITS, project_key, project_key, limit,
-                   specials, specials, project_key, project_key]
+        ) t JOIN entries e ON e.id = t.id"""
+        params += [weights.category, _BOUND_DIGITS, limit - 1, limit]
+        if has_legacy:
+            sql += f"""
+            UNION ALL SELECT {_E_COLUMNS}, -1 FROM entries e
+            WHERE e.id IN (SELECT rowid FROM terms WHERE terms MATCH ?)"""
+            params.append(f'({_match(terms)}) AND "{_LEGACY}"')
+        if special:
+            specials = json.dumps(sorted(special))
+            sql += f"""
+            UNION ALL SELECT {_E_COLUMNS}, -1 FROM entries e
+            WHERE e.rule_id IN (SELECT value FROM json_each(?))
+               OR e.path IN (SELECT value FROM json_each(?))"""
+            params += [specials, specials]
+        sql += f"""
+        UNION ALL SELECT {", ".join(["NULL"] * 16)}, (SELECT count(*) FROM scored)"""
         rows = self.db.execute(sql, params).fetchall()
         plain_total = int(rows[-1][-1]) if rows else 0
         seen: set[str] = set()
@@ -302,9 +350,6 @@ class SqliteSearchCache:
             out.extend(_entry(r) for r in self.db.execute(
                 f"SELECT {_COLUMNS} FROM entries WHERE path IN ({marks})", chunk))
         return out
-
-    def all_entries(self) -> Iterator[SearchEntry]:
-        return iter([_entry(r) for r in self.db.execute(f"SELECT {_COLUMNS} FROM entries")])
 
     def count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM entries").fetchone()[0])

@@ -4,7 +4,9 @@ A rollout line is `{timestamp, type, payload}`: `session_meta`, `turn_context`,
 `response_item` (messages, reasoning, `function_call`/`function_call_output` joined by
 `call_id`, `local_shell_call`, `custom_tool_call`/`custom_tool_call_output`), `compacted` and
 `event_msg`. The conversation is read from `response_item`s; the `event_msg` user and agent
-messages mirror them and are skipped by a named rule, never imported twice. Codex injects
+messages mirror them and are skipped by a named rule, never imported twice. A shell call's
+output is the JSON text `{"output": …, "metadata": {"exit_code": …}}`: its result is the inner
+text, verbatim, unless unwrapping would drop anything. Codex injects
 `<environment_context>` and AGENTS.md (`<user_instructions>`, `# AGENTS.md instructions for`)
 as user messages, and its permissions as developer messages: all host injections.
 
@@ -111,6 +113,8 @@ _STATUS_EVENTS = frozenset(
 )
 _TURN_ENDS = frozenset({"task_complete", "turn_aborted"})
 _EXIT_CODE = re.compile(r"\AExit code: (-?\d+)")
+_WRAPPER_KEYS = frozenset({"output", "metadata"})
+_METADATA_KEYS = frozenset({"exit_code", "duration_seconds"})
 _SHELL_PART = re.compile(r"<(command|result|output)>\n?([\s\S]*?)\n?</\1>")
 _SNIFF_LINES = 8
 
@@ -130,29 +134,70 @@ def _content_text(content: Any) -> str:
     return "\n\n".join(parts)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members; a repeated key makes it ambiguous (its first value is lost)."""
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise ValueError("repeated key")
+    return members
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """`text` as a JSON object when it is exactly one, with no key repeated; else None."""
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    try:
+        parsed = json.loads(text, object_pairs_hook=_unique_keys)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _exit_code(metadata: Any) -> int | None:
+    code = metadata.get("exit_code") if isinstance(metadata, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def _text_output(text: str) -> tuple[str, bool]:
+    """A string output's text and whether the call failed.
+
+    Codex serializes a shell/exec result as `{"output": "<text>", "metadata": {"exit_code": N,
+    "duration_seconds": S}}` (compact serde JSON): the text is the inner `output`, verbatim.
+    Anything that would drop a byte on unwrapping (other keys, unknown metadata, a repeated
+    key, surrounding space) is kept whole; its exit code still says whether the call failed.
+    """
+    wrapper = _json_object(text)
+    if wrapper is not None:
+        code = _exit_code(wrapper.get("metadata"))
+        metadata = wrapper.get("metadata", {})
+        if (
+            isinstance(wrapper.get("output"), str)
+            and set(wrapper) <= _WRAPPER_KEYS
+            and isinstance(metadata, dict)
+            and set(metadata) <= _METADATA_KEYS
+            and (code is not None or "exit_code" not in metadata)
+        ):
+            return wrapper["output"], code not in (0, None)
+        return text, code not in (0, None)
+    freeform = _EXIT_CODE.match(text)  # the freeform shell output, `Exit code: N\n…`, is text
+    return text, freeform is not None and freeform.group(1) != "0"
+
+
 def _output(payload: dict[str, Any]) -> tuple[str, bool]:
     """A call output's text and whether the call failed."""
     output = payload.get("output")
-    if isinstance(output, dict):
-        text = output.get("content", output.get("output", ""))
-        text = text if isinstance(text, str) else _content_text(text)
-        return text, output.get("success") is False
-    if isinstance(output, list):
+    if isinstance(output, dict):  # an older CLI's `{content, success}` payload
+        content = output.get("content", output.get("output", ""))
+        if isinstance(content, str):
+            text, failed = _text_output(content)
+        else:
+            text, failed = _content_text(content), False
+        return text, failed or output.get("success") is False
+    if isinstance(output, list):  # content items (MCP results with images)
         return _content_text(output), False
     if not isinstance(output, str):
         return "", False
-    failed = False
-    exit_code = _EXIT_CODE.match(output)
-    if exit_code:
-        failed = exit_code.group(1) != "0"
-    elif output.startswith("{"):
-        try:
-            parsed = json.loads(output)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and isinstance(parsed.get("metadata"), dict):
-            failed = parsed["metadata"].get("exit_code") not in (0, None)
-    return output, failed
+    return _text_output(output)
 
 
 def _injection_kind(role: str, text: str) -> InjectionKind | None:

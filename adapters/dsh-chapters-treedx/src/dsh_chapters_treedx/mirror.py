@@ -12,7 +12,7 @@ import os
 import secrets
 import time
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 STATE_FILE = ".treedx-state.json"
 KEEP_FILE = ".treedxkeep"  # CONTRACT.md: a new repo's initial commit adds it; ignore it
@@ -27,10 +27,10 @@ def git_blob_id(data: bytes) -> str:
 
 def is_pool_path(path: str) -> bool:
     """A relative, forward-slash path the mirror may hold (no `..`, not our bookkeeping)."""
-    if not path or path.startswith("/") or "\\" in path or "\0" in path:
+    if not path or "\\" in path or "\0" in path:
         return False
-    parts = PurePosixPath(path).parts
-    if any(part in ("", ".", "..") for part in parts) or str(PurePosixPath(path)) != path:
+    parts = path.split("/")  # plain string work: this runs for every file of every walk
+    if any(part in ("", ".", "..") for part in parts):
         return False
     name = parts[-1]
     return name not in (STATE_FILE, KEEP_FILE) and not _is_temp(name)
@@ -57,7 +57,8 @@ def list_files(root: Path) -> Iterator[str]:
 
 def read_file(root: Path, path: str) -> bytes | None:
     try:
-        return (root / path).read_bytes()
+        with open(os.path.join(root, path), "rb") as handle:
+            return handle.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
 

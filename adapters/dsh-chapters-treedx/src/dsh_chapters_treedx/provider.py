@@ -95,6 +95,10 @@ class TreeDXProviderFactory:
     """
 
     name: ClassVar[str] = "treedx"
+    # Optional declarations the app reads (ports/transport.py): a TreeDX pool always needs a
+    # token, and `chapters link` resolves or creates the managed repository (issue #7).
+    token_always_required: ClassVar[bool] = True
+    link_resolves_pool: ClassVar[bool] = True
 
     @staticmethod
     def matches(remote: str) -> bool:
@@ -134,6 +138,7 @@ class TreeDXProvider:
         self._transport = transport
         self._client: TreeDXClient | None = None
         self._state: TreeDXState | None = None
+        self._damaged = False  # the mirror's files are not the state's: the next pull walks
 
     @property
     def requests(self) -> int:
@@ -148,6 +153,11 @@ class TreeDXProvider:
             state = self._load_own_state()
             if state is not None:
                 self._state = state
+                # A file removed or added by hand: a directory walk, no hashing. The next
+                # pull re-walks the pool and repairs only what differs (the mirror is
+                # transport, §3.1; no request is spent here).
+                expected = set(state.baseline) | _waiting(state)
+                self._damaged = set(list_files(self._root)) != expected
                 return MirrorState(root=self.mirror_root, head=_pool_head(state))
             moved = str(move_aside(self._root)) if has_entries(self._root) else ""
             self._materialize()
@@ -160,9 +170,9 @@ class TreeDXProvider:
             before = _pool_head(state)
             start = self.requests
             head = self._read_head()
-            if head == state.head:
+            if head == state.head and not self._damaged:
                 return PullResult(before, before, (), requests=self.requests - start)
-            if not state.staged.empty:
+            if head != state.head and not state.staged.empty:
                 waiting = len(state.staged.paths) + len(state.staged.committed)
                 raise TransportError(
                     FailureCode.DIVERGED,
@@ -311,18 +321,22 @@ class TreeDXProvider:
     def _apply_listing(self, state: TreeDXState) -> tuple[str, tuple[str, ...]]:
         head, entries = self._walk(state.repo_id)
         remote = {e.path: e.object_id for e in entries if e.kind == "blob" and is_pool_path(e.path)}
+        keep = _waiting(state)  # files waiting to be pushed stay as staged
         wanted = []
         for path, object_id in sorted(remote.items()):
+            if path in keep:
+                continue
             local = read_file(self._root, path)
             if local is None or git_blob_id(local) != object_id:
                 wanted.append(path)
         batch = self._config.treedx_read_batch
         for start in range(0, len(wanted), batch):
             self._fetch(state.repo_id, wanted[start : start + batch], remote)
-        gone = [path for path in list_files(self._root) if path not in remote]
+        gone = [path for path in list_files(self._root) if path not in remote and path not in keep]
         for path in gone:
             remove_file(self._root, path)
-        self._save(attrs.evolve(state, head=head, baseline=remote, staged=Pending()))
+        self._save(attrs.evolve(state, head=head, baseline=remote))
+        self._damaged = False
         return head, tuple(sorted(wanted + gone))
 
     def _walk(self, repo_id: str) -> tuple[str, list[PathEntry]]:
@@ -600,7 +614,8 @@ class TreeDXProvider:
             return TransportError(
                 FailureCode.NOT_FOUND,
                 f"TreeDX found nothing for {exc.route} in {origin} ({detail})",
-                hint=f"check the repository name; `chapters link {origin} TOKEN` creates it",
+                hint="check the repository name; with the mirror `.dsh-knowledge/` removed, "
+                     "`chapters sync` resolves (or re-creates) it",
             )
         if exc.status in (409, 413, 415, 422):
             return TransportError(FailureCode.REFUSED,
@@ -632,6 +647,10 @@ def _is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _waiting(state: TreeDXState) -> set[str]:
+    return set(state.staged.paths) | set(state.staged.committed)
 
 
 def _pool_head(state: TreeDXState) -> str:

@@ -3,7 +3,7 @@
 Open a chapter at the first turn; each next turn merges when its weighted overlap with the
 chapter's running signature reaches τ (`mergeThreshold`), or its primary path matches a
 member's (r28), or it is a continuation (a turn that names no file and says little, like "now
-run the tests": nothing in it can mean a new task); and the chapter stays within
+run the tests": too thin to name a task of its own); and the chapter stays within
 `chapterLimit`. Otherwise the chapter closes and a new one opens. The running signature is
 the union of the chapter's last `overlapWindowTurns` members, so a long chapter does not
 dilute the overlap of its next turn (the r28 measurement). Deterministic, O(turns), and

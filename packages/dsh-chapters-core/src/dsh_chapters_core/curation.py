@@ -46,7 +46,9 @@ class CurationFact:
         return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def make_fact(type_: FactType, *, author: str = "user", at: str = "", **fields: Any) -> CurationFact:
+def make_fact(
+    type_: FactType, *, author: str = "user", at: str = "", **fields: Any
+) -> CurationFact:
     return CurationFact(type=type_, fields=tuple(sorted(fields.items())), author=author, at=at)
 
 

@@ -43,7 +43,7 @@ class Document:
     sha256: str = ""  # the frontmatter's claim about the body
     body_sha256: str = ""  # what the body hashes to now; differs => "modified since archived"
     seq_range: tuple[int, int] = (0, 0)
-    messages: tuple[tuple[str, int], ...] = ()  # (role, count), e.g. (("assistant", 4), ("user", 2))
+    messages: tuple[tuple[str, int], ...] = ()  # (role, count): (("assistant", 4), ("user", 2))
     extra: tuple[tuple[str, str], ...] = field(default=())  # unknown frontmatter, kept verbatim
 
     @property

@@ -3,7 +3,8 @@
 Applied once, at the archive chokepoint, to chapters and artifacts alike. Each secret becomes
 `⟦redacted:credential sha256=<8 hex>⟧`, deterministic per secret so diffs and greps stay
 stable. Where a credential has a visible prefix (`Authorization: Bearer`, `token=`, a URL's
-`user:`), only the secret value is replaced. Redaction is idempotent: a marker never matches.
+`user:`, `JWT_SECRET=`), only the secret value is replaced. Redaction is idempotent: a marker
+never matches.
 Honest limit (§9): pattern redaction is a speed bump, not a guarantee.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from dsh_chapters_core.errors import ConfigError
@@ -33,6 +34,9 @@ class Family:
     # Characters that may not sit right before a match (a word boundary, checked in Python:
     # a leading look-behind would cost Python's regex engine its fast literal-prefix scan).
     not_after: frozenset[str] = frozenset()
+    # A family whose shape a single pattern cannot say finds its secret spans itself, from
+    # (text, lowered text); its `patterns` stay empty.
+    find: Callable[[str, str], Iterator[tuple[int, int]]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,144 @@ class Redaction:
 
 
 _WORD_CHARS = frozenset(string.ascii_letters + string.digits)
+
+# --- secret-assignment: `JWT_SECRET=…`, `"password": "…"`, `api_key: …` -----------------------
+# Only the key's name says a value is a credential, so the family is narrow on both sides: a
+# closed list of name endings, and a value that is neither short, a placeholder nor code.
+
+# A key name (upper-cased, `-` read as `_`) that ends so, or holds `_SECRET_`, names a secret.
+# `_?` lets `apiKey`, `api-key` and `API_KEY` be one name.
+_SECRET_KEY_NAME = re.compile(
+    r"(?:SECRET(?:_?(?:ACCESS_?)?KEY)?|PASSW(?:OR)?D|API_?KEY|(?:ACCESS|AUTH)_?TOKEN"
+    r"|PRIVATE_?KEY)\Z|_SECRET_"
+)
+# Where such a name may be, found on the lowered text with a plain (fast) literal scan.
+_SECRET_KEY_HINT = re.compile(r"secret|passw|api[_-]?key|token|private[_-]?key")
+_KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+# A pattern shape, like the other families' `{8,}`, not a setting: the pool's markers must
+# agree on every machine. Shorter values are flags, types and examples (`true`, `str`, `none`).
+_MIN_ASSIGNED_SECRET = 8
+
+# After a bare name: KEY=…, export KEY=…, --password=…, KEY = "…", KEY: … (YAML, headers).
+_SEPARATOR = re.compile(r"[ \t]*=[ \t]*|:[ \t]+")
+# After a quoted name's closing quote: "key": … (JSON, Python dicts, `\"key\": \"…\"` in JSONL).
+_QUOTED_NAME_SEPARATOR = re.compile(r"[ \t]*:[ \t]*")
+_NAME_QUOTES = ('"', "'", '\\"', "\\'")
+# A quoted value runs to its closing quote on the same line; never through a marker bracket.
+_QUOTED_VALUE = re.compile(
+    r"\"(?P<dq>(?:[^\"\\\n⟦⟧]|\\[^\n⟦⟧])*+)\""
+    r"|'(?P<sq>(?:[^'\\\n⟦⟧]|\\[^\n⟦⟧])*+)'"
+    r"|\\\"(?P<edq>(?:[^\"\\\n⟦⟧]|\\[^\"\n⟦⟧])*+)\\\""
+)
+# A bare value runs to whitespace, a quote, `\` (an escaped newline in raw JSONL) or `&` (the
+# next query parameter). One that runs into a marker is no value (idempotence).
+_BARE_VALUE_END = re.compile(r"[\s\"'`⟦⟧\\&]")
+
+# A bare value shaped like code is a reference, not a secret: a name without digits
+# (`password)`, `SecretStr`), a dotted name, a call or an index (`settings.api_key`,
+# `os.environ[`, `get_secret()`, `Optional[str]`). Matched from the value's start only, so a
+# long value costs no more than its first characters.
+_CODE_REFERENCE = re.compile(
+    r"[A-Za-z_]+[)\]}]*\Z"
+    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[)\]}]*\Z"
+    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]"
+)
+_FILLER = re.compile(r"[*•·.#_xX?-]+")
+_BRACKETED = frozenset({("<", ">"), ("{", "}"), ("[", "]")})
+
+
+def _is_placeholder(text: str, start: int, end: int) -> bool:
+    """Text standing for a secret: `***`, `xxxx…`, `<your key>`, `${VAR}`, `$VAR`, `$(cmd)`,
+    `{{ .Values.x }}`, `[REDACTED]`, `changeme`. Looks at the ends of the value only."""
+    first, second = text[start], text[start + 1]
+    if text[start : start + 3] in ("***", "xxx", "XXX") or (first, text[end - 1]) in _BRACKETED:
+        return True
+    if first == "$" and (second.isalpha() or second in "_{("):
+        return True
+    if end - start <= len("change_me") and (
+        text[start:end].lower().replace("-", "").replace("_", "") == "changeme"
+    ):
+        return True
+    return _FILLER.fullmatch(text, start, end) is not None
+
+
+def _quoted_value(text: str, at: int) -> tuple[int, int] | None:
+    quoted = _QUOTED_VALUE.match(text, at)
+    if quoted is None:
+        return None
+    return quoted.span(next(g for g in ("dq", "sq", "edq") if quoted.start(g) >= 0))
+
+
+def _is_bare_secret(text: str, start: int, end: int, *, spaced: bool) -> bool:
+    return (
+        end - start >= _MIN_ASSIGNED_SECRET
+        # `SECRET_KEY = os.environ…`, `a == b`: spaced and unquoted is code, not config
+        and not spaced
+        and not _is_placeholder(text, start, end)
+        and _CODE_REFERENCE.match(text, start, end) is None
+        # `-----BEGIN …`: the pem-private-key family takes the block
+        and not text.startswith("-----", start, end)
+    )
+
+
+def _find_assigned_secrets(text: str, lower: str) -> Iterator[tuple[int, int]]:
+    """Values assigned to credential-named keys, found from the names' hints."""
+    if len(lower) != len(text):  # `İ` lowers to two characters: keep offsets aligned
+        lower = text.translate(_ASCII_LOWER)
+    done = 0  # no name or value starts before this
+    # Where the last bare value's run of characters ended: names inside one long unbroken run
+    # share one scan, so the family stays linear however many names a run holds.
+    run_start = run_end = -1
+    for hint in _SECRET_KEY_HINT.finditer(lower):
+        if hint.start() < done:
+            continue
+        begin, end = hint.start(), hint.end()
+        while begin and text[begin - 1] in _KEY_CHARS:
+            begin -= 1
+        while end < len(text) and text[end] in _KEY_CHARS:
+            end += 1
+        done = end
+        # The name starts a name, not a path segment (`/etc/passwd: …`).
+        if (begin and text[begin - 1] == "/") or not _SECRET_KEY_NAME.search(
+            text[begin:end].upper().replace("-", "_")
+        ):
+            continue
+        separator = _SEPARATOR.match(text, end)
+        for quote in _NAME_QUOTES:
+            if separator is None and text.endswith(quote, 0, begin) and text.startswith(quote, end):
+                separator = _QUOTED_NAME_SEPARATOR.match(text, end + len(quote))
+        if separator is None:
+            continue
+        at = separator.end()
+        quoted = _quoted_value(text, at)
+        if quoted is not None:
+            start, stop = quoted
+            is_secret = stop - start >= _MIN_ASSIGNED_SECRET and not _is_placeholder(
+                text, start, stop
+            )
+        else:
+            if not run_start <= at < run_end:
+                found = _BARE_VALUE_END.search(text, at)
+                run_start, run_end = at, len(text) if found is None else found.start()
+            start, stop = at, run_end
+            if stop < len(text) and text[stop] in "⟦⟧":
+                continue  # runs into a marker: no value
+            if text[begin - 1 : begin] in ("?", "&", ";", "#"):
+                cut = text.find("#", start, stop)  # `?api_key=…#frag`: not the fragment
+                stop = stop if cut < 0 else cut
+            while stop > start and text[stop - 1] in ",;":  # punctuation after the value
+                stop -= 1
+            sep = separator.group()
+            is_secret = _is_bare_secret(text, start, stop, spaced=sep != "=" and "=" in sep)
+        if is_secret:
+            yield start, stop
+            done = stop
+        else:
+            # A value turned down may hold a real assignment (`"x":"$A JWT_SECRET=…"`) and a
+            # secret of another family; read on inside it, or a second pass would differ.
+            done = start
+
 
 # Secret bodies never contain whitespace or the marker brackets, which keeps a second pass
 # from matching its own output.
@@ -99,6 +241,12 @@ BUILTIN_FAMILIES: tuple[Family, ...] = (
             r"\s*-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
         ),),
         lambda text, lower: "PRIVATE KEY-----" in text,
+    ),
+    Family(
+        "secret-assignment",
+        (),
+        lambda text, lower: "=" in text or ":" in text,
+        find=_find_assigned_secrets,
     ),
 )
 
@@ -171,6 +319,9 @@ def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
     for family in BUILTIN_FAMILIES:
         if not family.may_match(text, lower):
             continue
+        if family.find is not None:
+            for start, end in family.find(text, lower):
+                candidates.append((start, end, family.name))
         for pattern in family.patterns:
             for match in pattern.finditer(text):
                 begin = match.start()

@@ -21,11 +21,12 @@ from dsh_chapters_core.events import AssistantMessage, Reasoning, ToolCall, Tool
 from dsh_chapters_core.injections import OMISSION_PATTERN, screened_event
 from dsh_chapters_core.redact import MARKER_PATTERN, redact
 from dsh_chapters_core.text import (
+    FILE,
+    NOISE,
     command_of,
-    is_noise_path,
-    names_file,
     normalize_commands,
     parse_arguments,
+    path_kind,
     paths_in_arguments,
     paths_in_text,
     project_relative,
@@ -141,12 +142,12 @@ class _TouchedPaths:
                 continue
             seen.add(item)
             path = project_relative(item, root) if root and item.startswith(root) else item
-            if path in files or path in others or "⟦" in path or is_noise_path(path):
+            if path in files or path in others or "⟦" in path:
                 continue
-            inside = not root or not (path[0] in "/~" or path.startswith("../"))
-            if inside and names_file(path):
+            kind = path_kind(path)
+            if kind == FILE and not (root and (path[0] in "/~" or path.startswith("../"))):
                 files[path] = None
-            elif len(others) < limit:
+            elif kind != NOISE and len(others) < limit:
                 others[path] = None
 
     def ordered(self) -> tuple[str, ...]:

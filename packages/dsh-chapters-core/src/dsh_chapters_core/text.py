@@ -11,6 +11,7 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 
 def _vocabulary(text: str) -> frozenset[str]:
@@ -52,7 +53,7 @@ _PATH_TOKEN = re.compile(r"[A-Za-z0-9_.~+@/-]+")
 _PATH_RUN = re.compile(
     r"(?<![A-Za-z0-9_.~+@/-])"
     r"(?:[A-Za-z0-9_.~+@-]*(?:/[A-Za-z0-9_.~+@-]*)+"
-    r"|[A-Za-z0-9_+@-][A-Za-z0-9_.+@-]*\.[A-Za-z][A-Za-z0-9]{0,9}(?![A-Za-z0-9_+@-]))"
+    r"|[A-Za-z0-9_+@-][A-Za-z0-9_.+@-]*\.[A-Za-z][A-Za-z0-9]{0,9}(?![A-Za-z0-9_+@(-]))"
 )
 _ESCAPE = re.compile(r'\\[nrt"]?')
 _LINE_SUFFIX = re.compile(r"(?::\d+)+$")
@@ -229,7 +230,8 @@ def paths_in_text(text: str) -> Iterator[str]:
             # escape separates two paths, it never belongs to one.
             yield from paths_in_text(_ESCAPE.sub(" ", raw.replace("\\/", "/")))
             continue
-        token = raw.strip(_TRIM)
+        # `console.log(x)`, `request.json()`: a call, not a file (the regex sees the paren)
+        token = raw.lstrip(_TRIM) if "(" in raw else raw.strip(_TRIM)
         if "=" in token:  # --file=src/a.py, path=src/a.py
             token = token.rsplit("=", 1)[1]
         if ":" in token:  # src/a.py:12:3; a URL's scheme leaves no path behind
@@ -254,23 +256,36 @@ def project_relative(path: str, root: str) -> str:
     return path[len(root) + 1 :].lstrip("/")
 
 
+NOISE, FILE, OTHER = "noise", "file", "other"
+
+
+@lru_cache(maxsize=16384)  # a session names the same files turn after turn
+def path_kind(path: str) -> str:
+    """NOISE (names no task), FILE (an extension, a dotfile or a known name) or OTHER (a
+    directory, a ref): one split decides both, since every path of every turn is judged."""
+    if not path or path.startswith(_SYSTEM_ROOTS):
+        return NOISE
+    if path[0] == "/" and path.find("/", 1) < 0:
+        return NOISE  # `/health`, `/users`: routes and root-level names, not project files
+    parts = path.split("/")
+    if not NOISE_DIRS.isdisjoint(parts):
+        return NOISE
+    last = parts[-1]
+    if not last:
+        return OTHER
+    if last[0] == ".":
+        return FILE if len(last) > 1 and last[1] != "." else OTHER
+    return FILE if "." in last[1:] or last in KNOWN_FILENAMES else OTHER
+
+
 def is_noise_path(path: str) -> bool:
     """A path that names no task: tooling directories, devices, `/route`-shaped literals."""
-    if not path or path.startswith(_SYSTEM_ROOTS):
-        return True
-    if path[0] == "/" and "/" not in path[1:]:
-        return True  # `/health`, `/users`: routes and root-level names, not project files
-    return not NOISE_DIRS.isdisjoint(path.split("/"))
+    return path_kind(path) == NOISE
 
 
 def names_file(path: str) -> bool:
     """True when a path names a file (an extension, a dotfile or a known name), not a directory."""
-    last = path.rsplit("/", 1)[-1]
-    if not last:
-        return False
-    if last[0] == ".":
-        return len(last) > 1 and last[1] != "."
-    return "." in last[1:] or last in KNOWN_FILENAMES
+    return path_kind(path) == FILE
 
 
 def _walk_arguments(value: object, key: str) -> Iterator[str]:

@@ -38,8 +38,7 @@ from dsh_chapters_fs.tree import DirectoryTree
 from dsh_chapters_harness.install import Installer
 
 from dsh_chapters.commands.identity import remotes_in_config
-from dsh_chapters.plugins import load_harness_readers
-from dsh_chapters.plugins import load_provider_factories
+from dsh_chapters.plugins import load_harness_readers, load_provider_factories
 
 MIRROR_DIRNAME = ".dsh-knowledge"
 PROJECT_CONFIG_NAME = "config.toml"

@@ -28,6 +28,10 @@ DEMO_PROJECT = "github.com/ada/widgets"
 DEMO_QUERY = "retry 503 backoff"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 @dataclass
 class DemoMachine:
     name: str
@@ -100,9 +104,14 @@ class _Story:
         self.steps[-1].setdefault("more", []).append(text)
 
 
+def _clip(text: str, width: int) -> str:
+    """Shorten for a one-line display, saying so with an ellipsis (the files stay whole)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _pool_chapters_text(listed: list[dict[str, Any]], limit: int) -> list[str]:
     rows = [
-        f"{c['harnessId']}  {c['path'].rsplit('/', 1)[-1][:40]:<40}  {c['title'][:48]}"
+        f"{c['harnessId']}  {_clip(c['path'].rsplit('/', 1)[-1], 44):<44}  {_clip(c['title'], 60)}"
         for c in listed[:limit]
     ]
     if len(listed) > limit:
@@ -125,7 +134,7 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
         story.say(
             a.name,
             f"archived the sample session: {archived['turns']['archived']} turns "
-            f"into {len(archived['chapters'])} chapters",
+            f"into {_count(len(archived['chapters']), 'chapter')}",
             chapters=[c["path"] for c in archived["chapters"]],
         )
         story.more(f"sync: {(archived.get('pool') or {}).get('line', 'not linked')}")
@@ -136,7 +145,7 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
         listed = b.must("list", "--pool")
         story.say(
             b.name,
-            f"reads {len(listed)} chapters from the pool, written by "
+            f"reads {_count(len(listed), 'chapter')} from the pool, written by "
             f"{', '.join(sorted({c['harnessId'] for c in listed}))}:",
         )
         for row in _pool_chapters_text(listed, 3):
@@ -151,9 +160,8 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
                 matches=[m.get("path", "") for m in matches],
             )
             for match in matches[:2]:
-                story.more(
-                    f"{match.get('path', '').rsplit('/', 1)[-1]}  ({match.get('title', '')[:48]})"
-                )
+                name = match.get("path", "").rsplit("/", 1)[-1]
+                story.more(f"{name}  ({_clip(match.get('title', ''), 60)})")
 
         # Offline: the pool's drive goes away (a dropped mount). The mirror knows its pool, so
         # the next sync reports it missing instead of creating a new, empty one.
@@ -163,7 +171,7 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
         archived = a.must("archive", str(_sample(root, SAMPLES[1])))
         story.say(
             a.name,
-            f"archived a second session: {len(archived['chapters'])} chapters "
+            f"archived a second session: {_count(len(archived['chapters']), 'chapter')} "
             "(the archive never waits on the pool)",
         )
         code, report, _ = a.run("sync")
@@ -180,7 +188,7 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
         code, report, _ = b.run("sync")
         story.say(b.name, f"sync: {report['line']}", exit=code)
         listed = b.must("list", "--pool")
-        story.more(f"now reads {len(listed)} chapters of machine-a from the pool")
+        story.more(f"now reads {_count(len(listed), 'chapter')} of machine-a from the pool")
     finally:
         elapsed = time.monotonic() - started
         if keep:

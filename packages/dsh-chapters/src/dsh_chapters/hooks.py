@@ -39,8 +39,10 @@ from dsh_chapters_core.sync import read_sync_state
 from dsh_chapters import knowledge_pool
 from dsh_chapters.agent_archive import record_agent_session
 from dsh_chapters.bootstrap import App
-from dsh_chapters.commands.archive import _archive as archive_and_log  # the archive's log line
-from dsh_chapters.commands.archive import read_transcript
+from dsh_chapters.commands.archive import (
+    archive_and_log,  # the archive's log line
+    read_transcript,
+)
 from dsh_chapters.commands.rules import notice
 
 SESSION_START = "SessionStart"

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.errors import ChaptersError, FailureCode, UsageError
+from dsh_chapters_core.errors import ChaptersError, FailureCode, TransportError, UsageError
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.store import CredentialStore, FileTree, WriterLock
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, ProviderFactory
@@ -128,9 +128,15 @@ def normalize_remote(remote: str, cwd: Path) -> str:
     return remote
 
 
-def check_token_rules(remote: str, token: str | None) -> None:
-    """§2.1: a token is required for network hosts (loopback exempt), never for a local path,
-    and never inside the URL (it would land in the config file and in error messages)."""
+def check_token_rules(remote: str, token: str | None, *, always: bool = False) -> None:
+    """§2.1: a token is required for network hosts (loopback exempt, unless the provider says
+    `token_always_required`), never for a local path, and never inside the URL (it would land in
+    the config file and in error messages)."""
+    if always and not token:
+        raise UsageError(
+            f"a {remote.split('+', 1)[0]} pool always needs a token, on loopback too",
+            hint=f"run `chapters link {remote} <token>`",
+        )
     if is_local_remote(remote):
         if token:
             raise UsageError(
@@ -211,10 +217,11 @@ def choose_factory(app: PoolApp, remote: str | None = None) -> ProviderFactory:
     )
 
 
-def open_provider(app: PoolApp) -> KnowledgeProvider:
-    factory = choose_factory(app)
+def open_provider(app: PoolApp, remote: str | None = None) -> KnowledgeProvider:
+    target = app.config.knowledge_remote if remote is None else remote
+    factory = choose_factory(app, target)
     context = ProviderContext(
-        remote=app.config.knowledge_remote,
+        remote=target,
         workspace=str(app.workspace),
         mirror_root=str(Path(app.mirror_tree.root)),
         project_key=app.identity.project_key,
@@ -388,8 +395,11 @@ def link_pool(
     0600) and nowhere else. Re-linking to another pool drops the old mirror (it is transport,
     §3.1) and the old sync state, so nothing of one pool is ever pushed into another."""
     target = normalize_remote(remote.strip(), cwd)
-    check_token_rules(target, token)
     factory = choose_factory(app, target)
+    # Optional provider declarations (ports/transport.py): TreeDX wants a token even on
+    # loopback, and resolves or creates its managed repository at link time (the explicit
+    # human act, record §2.1 mode 4) rather than at the first sync.
+    check_token_rules(target, token, always=bool(getattr(factory, "token_always_required", False)))
     key = app.identity.project_key
     if token:
         app.credentials.write(key, token)
@@ -403,6 +413,8 @@ def link_pool(
             shutil.rmtree(mirror)
             removed = True
         app.store_tree.write(STATE_PATH, SyncState().to_bytes())
+    if getattr(factory, "link_resolves_pool", False):
+        _resolve_pool_at_link(app, target)
     config_file = set_project_setting(store_root, "knowledgeRemote", target)
     return LinkResult(
         remote=target,
@@ -413,6 +425,24 @@ def link_pool(
         previous=previous if previous != target else "",
         mirror_removed=removed,
     )
+
+
+def _resolve_pool_at_link(app: PoolApp, target: str) -> None:
+    """Open the pool once so a bad token or a missing service fails the link, not a later sync.
+    On failure the stored token is removed and the config is left as it was."""
+    provider = open_provider(app, target)
+    try:
+        with app.lock.hold(app.config.lock_timeout_ms / 1000):  # §5.2: the mirror is written
+            provider.open()
+    except TransportError as exc:
+        app.credentials.delete(app.identity.project_key)
+        raise ChaptersError(
+            f"link refused: {exc.code.value} ({exc.message}); nothing was linked",
+            hint=exc.hint
+            or f"check the URL and the token, then run `chapters link {target} <token>`",
+        ) from None
+    finally:
+        provider.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -254,6 +254,7 @@ class FakeTreeDX:
         self._drop_left = 0
         self._triggers: list[_Trigger] = []
         self._routes = self._route_table()
+        self._listings: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -713,9 +714,29 @@ class FakeTreeDX:
         kinds = body.get("kinds") or ["blob", "tree"]
         if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
             raise _Fail(422, "validation_error", "paths must be a list of globs")
+        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+            raise _Fail(422, "validation_error", "kinds must be a list of strings")
         offset = self._decode_cursor(body.get("cursor"))
-        commit = repo.commits[resolved]
         allow = body.get("allowProtected") is True
+        key = (resolved, tuple(patterns), tuple(kinds), allow)
+        rows = self._listings.get(key)
+        if rows is None:  # a commit never changes, so its listing is computed once
+            rows = self._listing(repo.commits[resolved], patterns, kinds, allow)
+            self._listings[key] = rows
+        page = rows[offset : offset + limit]
+        more = offset + limit < len(rows)
+        return {
+            "repoId": repo.repo_id,
+            "ref": ref if isinstance(ref, str) else repo.default_ref,
+            "resolvedRef": resolved,
+            "entries": page,
+            "page": {"limit": limit, "nextCursor": self._encode_cursor(offset + limit) if more
+                     else None, "hasMore": more},
+        }
+
+    @staticmethod
+    def _listing(commit: _Commit, patterns: list[str], kinds: list[str],
+                 allow: bool) -> list[dict[str, Any]]:
         globs = [_glob(p) for p in patterns]
         rows: list[dict[str, Any]] = []
         if "blob" in kinds:
@@ -739,16 +760,7 @@ class FakeTreeDX:
              if any(g.match(r["path"]) for g in globs) and (allow or not is_protected(r["path"]))),
             key=lambda r: str(r["path"]),
         )
-        page = rows[offset : offset + limit]
-        more = offset + limit < len(rows)
-        return {
-            "repoId": repo.repo_id,
-            "ref": ref if isinstance(ref, str) else repo.default_ref,
-            "resolvedRef": resolved,
-            "entries": page,
-            "page": {"limit": limit, "nextCursor": self._encode_cursor(offset + limit) if more
-                     else None, "hasMore": more},
-        }
+        return rows
 
     @staticmethod
     def _encode_cursor(offset: int) -> str:

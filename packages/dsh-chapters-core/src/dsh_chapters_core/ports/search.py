@@ -4,7 +4,7 @@ change detection, removing derived files, path containment, and the persistent s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -112,8 +112,6 @@ class SearchCache(Protocol):
         ...
 
     def by_paths(self, paths: Iterable[str]) -> list[SearchEntry]: ...
-
-    def all_entries(self) -> Iterator[SearchEntry]: ...
 
     def count(self) -> int: ...
 

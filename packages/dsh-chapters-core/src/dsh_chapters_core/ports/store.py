@@ -68,7 +68,9 @@ class ChapterStore(Protocol):
 
     root: str  # absolute path of `.dsh-chapters/`
 
-    def record_session(self, root_session_id: str, session_id: str, meta: Mapping[str, str]) -> None:
+    def record_session(
+        self, root_session_id: str, session_id: str, meta: Mapping[str, str]
+    ) -> None:
         """Write the session's record (harnessId, harness, projectKey, source) once."""
         ...
 

@@ -94,7 +94,13 @@ class ProviderContext:
 
 @runtime_checkable
 class ProviderFactory(Protocol):
-    """What a `dsh_chapters.providers` entry point returns (plugin-facing, so runtime-checked)."""
+    """What a `dsh_chapters.providers` entry point returns (plugin-facing, so runtime-checked).
+
+    Two optional class attributes, read with a False default:
+    - `token_always_required`: `chapters link` refuses without a token, loopback included;
+    - `link_resolves_pool`: `chapters link` opens the pool once (resolve-or-create), so a bad
+      token or an absent service fails the link rather than a later sync.
+    """
 
     name: str
 

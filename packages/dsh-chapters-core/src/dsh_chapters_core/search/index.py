@@ -39,10 +39,12 @@ from dsh_chapters_core.search.aliases import AliasMap, slugify
 from dsh_chapters_core.search.vocabulary import VOCABULARY_PATH, vocabulary_document
 
 INDEX_DIR = "index/"
+# Tokens an update keeps besides its inputs': derived files and the edits files.
+_NOT_INPUT_TOKENS = (INDEX_DIR, "topics/", "edits/")
 # Top-level store directories that never hold a chapter or a rule (pool_layout.py).
 _NOT_DOCUMENT_DIRS = frozenset(d for d in (*SHARED_STORE_DIRS, *LOCAL_STORE_DIRS) if d != "rules")
 MANIFEST_PATH = "index/manifest.json"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 _NUMBERED_MD = re.compile(r"^[0-9]{3,}-[^/]*\.md$")
 _KEY_LINE = re.compile(rb'"key": "([0-9a-f]{64})"')
 # A file name must stay under the filesystem's 255-byte limit; longer slugs get a digest tail.
@@ -57,6 +59,8 @@ class DoorLayout(enum.StrEnum):
 
 
 def is_document_path(layout: DoorLayout, path: str) -> bool:
+    if not path.endswith(".md") or " | " in path:
+        return False  # " | " could not be told apart from a shard line's separators
     parts = path.split("/")
     if layout is DoorLayout.STORE:
         if len(parts) == 3 and parts[0] == "rules":
@@ -276,41 +280,112 @@ def record_of(path: str, sha: str, doc: Document | None) -> IndexRecord:
 
 @dataclass(frozen=True, slots=True)
 class IndexManifest:
-    inputs: Mapping[str, IndexRecord] = field(default_factory=dict)
+    """The build manifest, kept as its lines: an update patches the lines it touches and never
+    parses the rest, so its cost follows the delta, not the corpus."""
+
+    lines: tuple[str, ...] = ()  # the inputs section: one record a line, sorted by path
     edits: tuple[tuple[str, str], ...] = ()
     shards: Mapping[str, str] = field(default_factory=dict)  # shard path -> sha256
     curation: str = ""  # Curation.key the shards were built under
+    documents: int = 0  # inputs that parsed as documents
     key: str = ""
     text: str = field(default="", compare=False, repr=False)  # body(), once computed
+
+    @classmethod
+    def of(cls, records: Mapping[str, IndexRecord], *, edits: tuple[tuple[str, str], ...],
+           shards: Mapping[str, str], curation: str) -> IndexManifest:
+        lines = tuple(records[p].manifest_line() for p in sorted(records))
+        documents = sum(1 for r in records.values() if not r.skipped)
+        return cls(lines, edits, dict(shards), curation, documents).with_key()
+
+    @property
+    def inputs(self) -> dict[str, IndexRecord]:
+        """Every record, parsed now (O(N): for rebuilds, the vocabulary and reports)."""
+        if not self.lines:
+            return {}
+        data = json.loads("{" + ",".join(self.lines) + "}")
+        return {path: _record(path, r, line)
+                for (path, r), line in zip(data.items(), self.lines, strict=True)}
+
+    def find(self, path: str) -> tuple[int, IndexRecord | None]:
+        """Binary search: the line index where `path` is or would go, and its record."""
+        lo, hi = 0, len(self.lines)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _line_path(self.lines[mid]) < path:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(self.lines) and _line_path(self.lines[lo]) == path:
+            line = self.lines[lo]
+            data = json.loads("{" + line + "}")
+            return lo, _record(path, data[path], line)
+        return lo, None
+
+    def patched(self, changes: Mapping[str, IndexRecord | None], *,
+                edits: tuple[tuple[str, str], ...], shards: Mapping[str, str],
+                documents: int) -> IndexManifest:
+        """These records replaced, added (a record) or dropped (None); everything else as is."""
+        if (not changes and edits == self.edits and dict(shards) == dict(self.shards)
+                and documents == self.documents):
+            return self  # nothing moved: no re-serialization, no re-hash
+        spots = sorted((*self.find(path)[:1], path) for path in changes)
+        lines: list[str] = []
+        at = 0
+        for index, path in spots:
+            lines.extend(self.lines[at:index])
+            present = index < len(self.lines) and _line_path(self.lines[index]) == path
+            new = changes[path]
+            if new is not None:
+                lines.append(new.manifest_line())
+            at = max(at, index + (1 if present else 0))
+        lines.extend(self.lines[at:])
+        return IndexManifest(tuple(lines), edits, dict(shards), self.curation,
+                             documents).with_key()
 
     def body(self) -> str:
         """Everything but the key line; the key is the sha256 of this text."""
         if self.text:
             return self.text
-        lines = [f'"curation": {json.dumps(self.curation)},',
+        parts = [f'"curation": {json.dumps(self.curation)},',
+                 f'"documents": {self.documents},',
                  f'"edits": {json.dumps(dict(self.edits), sort_keys=True)},',
                  '"inputs": {']
-        lines.append(",\n".join(self.inputs[p].manifest_line() for p in sorted(self.inputs)))
-        lines.append("},")
-        lines.append('"shards": {')
-        lines.append(",\n".join(f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
+        parts.append(",\n".join(self.lines))
+        parts.append("},")
+        parts.append('"shards": {')
+        parts.append(",\n".join(f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
                                 for p, s in sorted(self.shards.items())))
-        lines.append("},")
-        lines.append(f'"version": {MANIFEST_VERSION}')
-        return "\n".join(line for line in lines if line) + "\n"
+        parts.append("},")
+        parts.append(f'"version": {MANIFEST_VERSION}')
+        return "\n".join(part for part in parts if part) + "\n"
 
     def with_key(self) -> IndexManifest:
         body = self.body()
         key = hashlib.sha256(body.encode("utf-8")).hexdigest()
-        return IndexManifest(self.inputs, self.edits, self.shards, self.curation, key, body)
+        return IndexManifest(self.lines, self.edits, self.shards, self.curation, self.documents,
+                             key, body)
 
     def dump(self) -> bytes:
         return (f'{{\n"key": "{self.key}",\n' + self.body() + "}\n").encode("utf-8")
 
 
+_DECODER = json.JSONDecoder()
+
+
+def _line_path(line: str) -> str:
+    path = _DECODER.raw_decode(line)[0]
+    return path if isinstance(path, str) else ""
+
+
+def _record(path: str, r: Mapping[str, Any], line: str = "") -> IndexRecord:
+    return IndexRecord(path, r["sha256"], r["kind"], r["title"], r["date"], r["project"],
+                       tuple(r["topics"]), line)
+
+
 def load_manifest(tree: FileTree) -> IndexManifest | None:
-    """The manifest, or None if it is missing, unreadable or not what its key says (then the
-    update is a rebuild). Each record keeps its line, so an update re-serializes only the delta."""
+    """The manifest as lines, or None if it is missing, unreadable or not what its key says
+    (then the update is a rebuild). Only the small sections are parsed here."""
     if not tree.exists(MANIFEST_PATH):
         return None
     raw = tree.read(MANIFEST_PATH)
@@ -325,26 +400,23 @@ def load_manifest(tree: FileTree) -> IndexManifest | None:
         key = match.group(1).decode("ascii")
         if hashlib.sha256(body.encode("utf-8")).hexdigest() != key:
             return None  # hand-edited or torn: derived, so rebuild rather than trust it
-        data = json.loads(text)
-        if data.get("version") != MANIFEST_VERSION:
+        lines = body.split("\n")
+        if (len(lines) < 9 or lines[3] != '"inputs": {'
+                or lines[-2] != f'"version": {MANIFEST_VERSION}' or lines[-1] != ""):
             return None
-        # The key proved the file is what we rendered: the inputs section holds one record a
-        # line, in the order json.loads saw them, so each record keeps its line as is.
-        start = body.index('\n"inputs": {\n') + len('\n"inputs": {\n')
-        end = body.index("\n},\n", start - 1) if data["inputs"] else start
-        lines = body[start:end].split(",\n") if data["inputs"] else []
-        if len(lines) != len(data["inputs"]):
+        head_data = json.loads("{" + "".join(lines[:3]).rstrip(",") + "}")
+        end_inputs = lines.index("},", 4)
+        inputs = tuple(line.removesuffix(",") for line in lines[4:end_inputs])
+        if lines[end_inputs + 1] != '"shards": {':
             return None
-        inputs = {
-            path: IndexRecord(path, r["sha256"], r["kind"], r["title"], r["date"], r["project"],
-                              tuple(r["topics"]), line)
-            for (path, r), line in zip(data["inputs"].items(), lines, strict=True)
-        }
+        end_shards = lines.index("},", end_inputs + 2)
+        shards = json.loads("{" + "".join(lines[end_inputs + 2:end_shards]) + "}")
         return IndexManifest(
-            inputs=inputs,
-            edits=tuple(sorted((str(k), str(v)) for k, v in data.get("edits", {}).items())),
-            shards={str(k): str(v) for k, v in data.get("shards", {}).items()},
-            curation=str(data.get("curation", "")),
+            lines=inputs,
+            edits=tuple(sorted((str(k), str(v)) for k, v in head_data["edits"].items())),
+            shards={str(k): str(v) for k, v in shards.items()},
+            curation=str(head_data["curation"]),
+            documents=int(head_data["documents"]),
             key=key,
             text=body,
         )
@@ -411,6 +483,18 @@ def render_shard(topic: str, records: Iterable[IndexRecord]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
+def shard_rows(data: bytes) -> list[IndexRecord]:
+    """A shard's lines back as records: all `render_shard` needs to render them again."""
+    rows: list[IndexRecord] = []
+    for line in data.decode("utf-8", errors="replace").splitlines()[1:]:
+        fields = line.split(" | ")
+        if len(fields) >= 5:
+            date = "" if fields[0] == "-" else fields[0]
+            kind = fields[-2].removeprefix("(").removesuffix(")")
+            rows.append(IndexRecord(fields[-3], "", kind, " | ".join(fields[1:-3]), date))
+    return rows
+
+
 def shard_member_paths(data: bytes) -> list[str]:
     """The paths a shard lists (the topic filter reads a whole shard, §8.1)."""
     paths: list[str] = []
@@ -466,14 +550,154 @@ def update_index(
 
     `fingerprints` are the machine-local change tokens of the last update (path -> token);
     an input whose token is unchanged is not read. `changed` narrows the scan to paths a
-    caller knows it wrote (archive, copy-in); without it every document path is listed.
+    caller knows it wrote (archive, copy-in); without it every document path is walked.
     `rebuild` ignores the manifest: the recovery path, byte-identical to incremental.
+
+    The delta path reads only changed inputs and the shards of their topics, and patches the
+    manifest's lines; anything it cannot vouch for (facts changed, a shard found divergent,
+    tokens from another build) falls back to the full derivation from the manifest.
     """
     curation = read_curation(tree)
     prior = None if rebuild else load_manifest(tree)
-    tokens: dict[str, str] = dict(fingerprints or {}) if prior is not None else {}
-    records: dict[str, IndexRecord] = dict(prior.inputs) if prior is not None else {}
+    if prior is not None and prior.curation == curation.key and fingerprints:
+        delta = _update_delta(tree, layout, reader, prior, curation, dict(fingerprints),
+                              None if changed is None else list(changed))
+        if delta is not None:
+            return delta
+    return _update_full(tree, layout, reader, prior, curation, fingerprints, changed)
 
+
+@dataclass
+class _Reads:
+    """What reading the candidates found (mutable bookkeeping of one update)."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    loaded: list[tuple[Document, str]] = field(default_factory=list)
+
+
+def _read_candidate(tree: DerivedTree, layout: DoorLayout, reader: DocumentReader, path: str,
+                    old: IndexRecord | None, reads: _Reads) -> IndexRecord | None:
+    """The new record of a changed input, or None if its bytes are what the manifest has."""
+    data = tree.read(path)
+    sha = hashlib.sha256(data).hexdigest()
+    if old is not None and old.sha256 == sha:
+        return None
+    parsed = reader.parse(path, data)
+    doc = normalize_document(layout, path, parsed) if parsed is not None else None
+    if doc is None:
+        reads.skipped.append(path)
+    else:
+        # Kept for the search cache: only what an entry is built from (bounded memory).
+        reads.loaded.append((dataclasses.replace(
+            doc, extra=(), messages=(), sha256="", body_sha256=""), sha))
+    (reads.added if old is None else reads.updated).append(path)
+    return record_of(path, sha, doc)
+
+
+def _update_delta(
+    tree: DerivedTree,
+    layout: DoorLayout,
+    reader: DocumentReader,
+    prior: IndexManifest,
+    curation: Curation,
+    tokens: dict[str, str],
+    changed: list[str] | None,
+) -> IndexUpdate | None:
+    if changed is None:
+        listed = scan_documents(tree, layout)
+        known = [p for p in tokens if not p.startswith(_NOT_INPUT_TOKENS)]
+        if len(known) != len(prior.lines):
+            return None  # these tokens are not from the build that wrote this manifest
+        removed = sorted(p for p in known if p not in listed)
+        candidates = {p: t for p, t in listed.items() if tokens.get(p) != t}
+    else:
+        wanted = sorted({p for p in changed if is_document_path(layout, p)})
+        current = {p: tree.fingerprint(p) for p in wanted}
+        removed = [p for p in wanted if not current[p]]
+        candidates = {p: t for p, t in current.items() if t and tokens.get(p) != t}
+
+    reads = _Reads()
+    changes: dict[str, IndexRecord | None] = {}
+    old_records: dict[str, IndexRecord] = {}
+    for path, token in candidates.items():
+        _, old = prior.find(path)
+        new = _read_candidate(tree, layout, reader, path, old, reads)
+        tokens[path] = token
+        if new is not None:
+            changes[path] = new
+            if old is not None:
+                old_records[path] = old
+    for path in removed:
+        _, old = prior.find(path)
+        tokens.pop(path, None)
+        if old is not None:
+            changes[path] = None
+            old_records[path] = old
+
+    affected: set[str] = set()
+    for old in old_records.values():
+        if not old.skipped:
+            affected.update(canonical_topics(old, curation))
+    for new in changes.values():
+        if new is not None and not new.skipped:
+            affected.update(canonical_topics(new, curation))
+
+    divergent: list[str] = []
+    for shard, sha in prior.shards.items():
+        token = tree.fingerprint(shard)
+        if token and tokens.get(shard) == token:
+            continue
+        if not token or tree.digest(shard) != sha:
+            return None  # §3.3: a divergent shard is re-derived from every record (full path)
+        tokens[shard] = token
+
+    shards = dict(prior.shards)
+    written: list[str] = []
+    for topic in sorted(affected):
+        path = shard_path(topic)
+        rows: dict[str, IndexRecord] = {}
+        if path in prior.shards:
+            rows = {r.path: r for r in shard_rows(tree.read(path))}
+        for touched in changes:
+            rows.pop(touched, None)
+        for touched, new in changes.items():
+            if new is not None and not new.skipped and topic in canonical_topics(new, curation):
+                rows[touched] = new
+        if not rows:
+            shards.pop(path, None)
+            continue
+        data = render_shard(topic, rows.values())
+        shards[path] = hashlib.sha256(data).hexdigest()
+        if shards[path] != prior.shards.get(path) or not tree.exists(path):
+            tree.write(path, data)
+            written.append(path)
+        tokens[path] = tree.fingerprint(path)
+    removed_shards = _drop_strays(tree, shards, tokens, divergent, prior)
+
+    gone = sum(1 for r in old_records.values() if not r.skipped)
+    came = sum(1 for r in changes.values() if r is not None and not r.skipped)
+    manifest = prior.patched(changes, edits=curation.digests, shards=shards,
+                             documents=prior.documents - gone + came)
+    return _finish(tree, prior, manifest, curation, tokens, everything=False, reads=reads,
+                   removed=tuple(p for p in removed if p in old_records), written=written,
+                   removed_shards=removed_shards, divergent=divergent)
+
+
+def _update_full(
+    tree: DerivedTree,
+    layout: DoorLayout,
+    reader: DocumentReader,
+    prior: IndexManifest | None,
+    curation: Curation,
+    fingerprints: Mapping[str, str] | None,
+    changed: Iterable[str] | None,
+) -> IndexUpdate:
+    """Every shard derived from every record: the recovery path, and the path after the
+    curation facts changed. Inputs whose bytes the manifest already has are not re-parsed."""
+    tokens: dict[str, str] = dict(fingerprints or {}) if prior is not None else {}
+    records: dict[str, IndexRecord] = prior.inputs if prior is not None else {}
     if changed is None or prior is None:
         listed = scan_documents(tree, layout)  # one walk: paths and their change tokens
         removed = sorted(p for p in records if p not in listed)
@@ -484,68 +708,34 @@ def update_index(
         removed = [p for p in wanted if p in records and not current[p]]
         candidates = {p: t for p, t in current.items() if t}
 
-    added: list[str] = []
-    updated: list[str] = []
-    skipped: list[str] = []
-    loaded: list[tuple[Document, str]] = []
-    old_records: dict[str, IndexRecord] = {}
+    reads = _Reads()
     for path, token in candidates.items():
         old = records.get(path)
         if old is not None and token and tokens.get(path) == token:
             continue
-        data = tree.read(path)
-        sha = hashlib.sha256(data).hexdigest()
+        new = _read_candidate(tree, layout, reader, path, old, reads)
         tokens[path] = token
-        if old is not None and old.sha256 == sha:
-            continue
-        parsed = reader.parse(path, data)
-        doc = normalize_document(layout, path, parsed) if parsed is not None else None
-        record = record_of(path, sha, doc)
-        if doc is None:
-            skipped.append(path)
-        else:
-            loaded.append((doc, sha))
-        if old is None:
-            added.append(path)
-        else:
-            updated.append(path)
-            old_records[path] = old
-        records[path] = record
+        if new is not None:
+            records[path] = new
     for path in removed:
-        old_records[path] = records.pop(path)
+        records.pop(path)
         tokens.pop(path, None)
 
-    # Which shards to render: all of them when the curation facts changed, else the delta's.
-    everything = prior is None or prior.curation != curation.key
-    affected: set[str] = set()
-    if not everything:
-        for old in old_records.values():
-            affected.update(canonical_topics(old, curation))
-        for path in (*added, *updated):
-            affected.update(canonical_topics(records[path], curation))
-    shards: dict[str, str] = {} if everything else dict(prior.shards if prior else {})
     divergent: list[str] = []
-    if not everything and prior is not None:
+    if prior is not None:
         for shard, sha in prior.shards.items():
             token = tree.fingerprint(shard)
-            if token and tokens.get(shard) == token:
-                continue
-            if not token or tree.digest(shard) != sha:
-                divergent.append(shard)  # §3.3: rebuild a divergent derived file, never merge
-                affected.add(shard[len(INDEX_DIR):-len(".md")])
-            else:
-                tokens[shard] = token
+            if token and tokens.get(shard) != token and tree.digest(shard) != sha:
+                divergent.append(shard)  # §3.3: rebuilt below like every shard, never merged
+            elif not token:
+                divergent.append(shard)
 
-    members = _shard_members(records.values(), curation, None if everything else affected)
-    rendered = {shard_path(t): render_shard(t, rs) for t, rs in members.items()}
-    if not everything:
-        for topic in affected:
-            path = shard_path(topic)
-            if path not in rendered:
-                shards.pop(path, None)
-
+    members = _shard_members(records.values(), curation, None)
+    shards: dict[str, str] = {}
     written: list[str] = []
-    for path, data in sorted(rendered.items()):
+    for topic, rows in sorted(members.items()):
+        path = shard_path(topic)
+        data = render_shard(topic, rows)
         sha = hashlib.sha256(data).hexdigest()
         shards[path] = sha
         token = tree.fingerprint(path)
@@ -557,17 +747,33 @@ def update_index(
             written.append(path)
             token = tree.fingerprint(path)
         tokens[path] = token
-    removed_shards: list[str] = []
+    removed_shards = _drop_strays(tree, shards, tokens, divergent, prior)
+    manifest = IndexManifest.of(records, edits=curation.digests, shards=shards,
+                                curation=curation.key)
+    return _finish(tree, prior, manifest, curation, tokens,
+                   everything=prior is None or prior.curation != curation.key, reads=reads,
+                   removed=tuple(removed), written=written, removed_shards=removed_shards,
+                   divergent=divergent)
+
+
+def _drop_strays(tree: DerivedTree, shards: Mapping[str, str], tokens: dict[str, str],
+                 divergent: list[str], prior: IndexManifest | None) -> list[str]:
+    """Remove shard files no build produced (or whose topic is gone)."""
+    removed: list[str] = []
     for path in tree.list(INDEX_DIR):
         if path.endswith(".md") and path.count("/") == 1 and path not in shards:
             tree.remove(path)
             tokens.pop(path, None)
-            removed_shards.append(path)
+            removed.append(path)
             if prior is not None and path not in prior.shards:
                 divergent.append(path)  # a stray shard no build produced
+    return sorted(removed)
 
-    manifest = IndexManifest(inputs=records, edits=curation.digests, shards=shards,
-                             curation=curation.key).with_key()
+
+def _finish(tree: DerivedTree, prior: IndexManifest | None, manifest: IndexManifest,
+            curation: Curation, tokens: dict[str, str], *, everything: bool, reads: _Reads,
+            removed: tuple[str, ...], written: list[str], removed_shards: list[str],
+            divergent: list[str]) -> IndexUpdate:
     if prior is None or prior.key != manifest.key or not tree.exists(MANIFEST_PATH):
         tree.write(MANIFEST_PATH, manifest.dump())
     tokens[MANIFEST_PATH] = tree.fingerprint(MANIFEST_PATH)
@@ -584,14 +790,14 @@ def update_index(
         manifest=manifest,
         curation=curation,
         rebuilt=prior is None,
-        added=tuple(added),
-        changed=tuple(updated),
-        removed=tuple(removed),
-        skipped=tuple(skipped),
+        added=tuple(reads.added),
+        changed=tuple(reads.updated),
+        removed=removed,
+        skipped=tuple(reads.skipped),
         shards_written=tuple(written),
-        shards_removed=tuple(sorted(removed_shards)),
+        shards_removed=tuple(removed_shards),
         divergent=tuple(sorted(set(divergent))),
-        loaded=tuple(loaded),
+        loaded=tuple(reads.loaded),
         prior_key=prior.key if prior is not None else "",
         fingerprints=tokens,
     )
@@ -632,7 +838,7 @@ def index_is_current(tree: DerivedTree, layout: DoorLayout,
     if known_edits != len(edits):
         return False
     listed = scan_documents(tree, layout)
-    known = sum(1 for p in fingerprints if is_document_path(layout, p))
+    known = sum(1 for p in fingerprints if not p.startswith(_NOT_INPUT_TOKENS))
     return known == len(listed) and all(fingerprints.get(p) == t for p, t in listed.items())
 
 

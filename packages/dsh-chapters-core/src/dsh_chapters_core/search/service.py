@@ -110,7 +110,7 @@ class RefreshReport:
         return {
             "door": str(self.door),
             "rebuilt": u.rebuilt,
-            "documents": sum(1 for r in u.manifest.inputs.values() if not r.skipped),
+            "documents": u.manifest.documents,
             "added": len(u.added),
             "changed": len(u.changed),
             "removed": len(u.removed),
@@ -128,7 +128,7 @@ class RefreshReport:
 
     def line(self) -> str:
         u = self.update
-        docs = sum(1 for r in u.manifest.inputs.values() if not r.skipped)
+        docs = u.manifest.documents
         verb = "rebuilt" if u.rebuilt else "updated"
         text = (
             f"index ({self.door}) {verb}: {docs} documents, {u.shard_count} shards; "
@@ -375,46 +375,49 @@ class SearchService:
             "manifestFingerprint": door.tree.fingerprint(MANIFEST_PATH),
             "curation": curation.key,
         }
-        reset = reset or state.get("curation") != curation.key
-        if not reset and state.get("manifest") == manifest.key:
+        realias = state.get("curation") != curation.key  # every row's terms must be re-derived
+        if not reset and not realias and state.get("manifest") == manifest.key:
             if dict(state) != new_state:
                 cache.apply(upserts=(), removed=(), state=new_state)
             return
         fresh_docs = {doc.path: (doc, sha) for doc, sha in loaded}
-        if not reset and delta is not None and delta.prior_key and (
-            state.get("manifest") == delta.prior_key
-        ):
-            upserts = [(entry_from_document(doc, aliases=curation.aliases,
-                                            pins=curation.pins_of(doc.path)), sha)
-                       for doc, sha in fresh_docs.values()]
-            cache.apply(upserts=upserts, removed=(*delta.removed, *delta.skipped),
+        batch = self.config.search_cache_batch_rows
+        if (not reset and not realias and delta is not None and delta.prior_key
+                and state.get("manifest") == delta.prior_key and len(fresh_docs) <= batch):
+            delta_rows = [(entry_from_document(doc, aliases=curation.aliases,
+                                               pins=curation.pins_of(doc.path)), sha)
+                          for doc, sha in fresh_docs.values()]
+            cache.apply(upserts=delta_rows, removed=(*delta.removed, *delta.skipped),
                         state=new_state)
             return
         want = {p: r.sha256 for p, r in manifest.inputs.items() if not r.skipped}
-        have = dict(cache.shas())
-        reusable: dict[str, SearchEntry] = {}
-        if reset:
-            # Same bytes, other aliases: re-derive terms from the rows' own raw fields.
-            reusable = {e.path: e for e in cache.all_entries()
-                        if have.get(e.path) == want.get(e.path)}
-            have = {}
-        upserts = []
-        for path, sha in sorted(want.items()):
-            if have.get(path) == sha:
-                continue
-            if path in reusable:
-                upserts.append((rebuild_entry(reusable[path], curation), sha))
-                continue
-            doc_sha = fresh_docs.get(path)
-            if doc_sha is None or doc_sha[1] != sha:
-                doc_sha = load_document(door, path)
-            if doc_sha is None:
-                continue
-            doc, actual = doc_sha
-            upserts.append((entry_from_document(doc, aliases=curation.aliases,
-                                                pins=curation.pins_of(path)), actual))
+        have = {} if reset else dict(cache.shas())
+        stale = [(p, sha) for p, sha in sorted(want.items())
+                 if realias or have.get(p) != sha]
         removed = sorted(p for p in have if p not in want)
-        cache.apply(upserts=upserts, removed=removed, reset=reset, state=new_state)
+        # Written in batches (bounded memory on a rebuild); the state is recorded with the
+        # last one only, so an interrupted rebuild is found stale and resumed next time.
+        for start in range(0, max(len(stale), 1), batch):
+            chunk = stale[start:start + batch]
+            kept = {}
+            if realias and not reset:  # same bytes, other aliases: re-derive from the rows
+                kept = {e.path: e for e in cache.by_paths([p for p, _ in chunk])}
+            upserts: list[tuple[SearchEntry, str]] = []
+            for path, sha in chunk:
+                if path in kept and have.get(path) == sha:
+                    upserts.append((rebuild_entry(kept[path], curation), sha))
+                    continue
+                doc_sha = fresh_docs.pop(path, None)
+                if doc_sha is None or doc_sha[1] != sha:
+                    doc_sha = load_document(door, path)
+                if doc_sha is None:
+                    continue
+                doc, actual = doc_sha
+                upserts.append((entry_from_document(doc, aliases=curation.aliases,
+                                                    pins=curation.pins_of(path)), actual))
+            last = start + batch >= len(stale)
+            cache.apply(upserts=upserts, removed=removed if start == 0 else (),
+                        reset=reset and start == 0, state=new_state if last else {})
 
     # -- refresh (the index) ---------------------------------------------------------------
 
@@ -479,7 +482,7 @@ class SearchService:
         status = read_search_status(store.tree)
         status[str(door.name)] = {
             "shards": report.update.shard_count,
-            "documents": sum(1 for r in report.update.manifest.inputs.values() if not r.skipped),
+            "documents": report.update.manifest.documents,
             "candidates": len(report.candidates),
             "applied": len(report.applied),
             "vocabApply": self.config.vocab_apply,

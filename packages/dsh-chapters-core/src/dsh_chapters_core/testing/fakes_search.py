@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.frontmatter import dump_frontmatter
@@ -133,9 +133,6 @@ class MemorySearchCache:
 
     def by_paths(self, paths: Iterable[str]) -> list[SearchEntry]:
         return [self.rows[p][0] for p in paths if p in self.rows]
-
-    def all_entries(self) -> Iterator[SearchEntry]:
-        return iter([e for e, _ in self.rows.values()])
 
     def count(self) -> int:
         return len(self.rows)

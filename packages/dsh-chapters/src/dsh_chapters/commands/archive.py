@@ -95,7 +95,6 @@ def archive_and_log(app: App, transcript: Transcript) -> ArchiveReport:
     return report
 
 
-_archive = archive_and_log  # the name hooks.py imports today
 
 
 # ---------------------------------------------------------------------------------------------
