@@ -172,7 +172,7 @@ def test_redact_uses_configured_patterns(
     captured = capsys.readouterr()
     assert captured.out.startswith("badge ⟦redacted:credential sha256=")
     assert captured.out.endswith("⟧ ok")
-    assert "custom           1" in captured.err
+    assert "custom             1" in captured.err  # column width: "secret-assignment"
 
 
 def test_redact_report_as_json_and_line_endings_kept(

@@ -182,11 +182,10 @@ def _find_assigned_secrets(text: str, lower: str) -> Iterator[tuple[int, int]]:
             is_secret = _is_bare_secret(text, start, stop, spaced=sep != "=" and "=" in sep)
         if is_secret:
             yield start, stop
-            done = stop
-        else:
-            # A value turned down may hold a real assignment (`"x":"$A JWT_SECRET=…"`) and a
-            # secret of another family; read on inside it, or a second pass would differ.
-            done = start
+        # Read on inside the value: it may hold a real assignment (`"x":"$A JWT_SECRET=…"`), and
+        # when another family's earlier match takes this one's place, the assignments inside
+        # must be found now, or a second pass would find them (idempotence).
+        done = start
 
 
 # Secret bodies never contain whitespace or the marker brackets, which keeps a second pass
