@@ -420,6 +420,8 @@ def clone_layout(pool: Pool, git_cli: GitCli, tmp_path: Path, machines: dict[str
         "artifacts",
         "rules",
         "edits",
+        "index",  # §10.2: the derived Layer-2 index sync commits
+        "topics",
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import stat
+import subprocess
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -250,6 +251,30 @@ def test_list_pool_names_every_writer(a: Machine, b: Machine, pool: Path) -> Non
     assert all(c["path"].startswith(".dsh-knowledge/chapters/") for c in listed)
     text = a.ok("list", "--pool").out
     assert "4 chapter(s) from 2 machine(s)" in text
+
+
+def test_sync_commits_the_derived_index_deterministically(
+    a: Machine, b: Machine, pool: Path, tmp_path: Path
+) -> None:
+    a.ok("link", str(pool))
+    b.ok("link", str(pool))
+    a.archive("s-a")
+    a.ok("sync")
+    b.archive("s-b")
+    b.ok("sync")
+    # §10.2: A re-derives from the same corpus and B again: the same bytes, nothing to commit.
+    assert a.ok("sync", "--json").json()["commit"] == ""
+    again = b.ok("sync", "--json").json()
+    assert again["commit"] == "" and again["movedAside"] == ""  # the mirror stayed clean
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(pool), str(clone)], check=True, capture_output=True)
+    shards = list((clone / "index").glob("*.md"))
+    assert (clone / "index" / "manifest.json").is_file() and shards
+    assert (clone / "topics" / "vocabulary.json").is_file()
+    derived = b.store / "cache" / "mirror"
+    for path in [*shards, clone / "index" / "manifest.json", clone / "topics" / "vocabulary.json"]:
+        rel = path.relative_to(clone)
+        assert path.read_bytes() == (derived / rel).read_bytes(), rel
 
 
 def test_list_pool_before_any_sync(a: Machine) -> None:

@@ -376,6 +376,67 @@ def test_pool_index_topics_and_other_projects_stay_out_of_the_store(pool: InMemo
     assert pool.files()["project.yml"] == b"projectKey: x\n"  # written only if absent
 
 
+def mirror_index(tree: MemoryTree) -> dict[str, bytes]:
+    """A stand-in derive: one shard line per chapter in the mirror, plus a stray path."""
+    names = sorted(tree.list(f"chapters/{PK}/"))
+    return {
+        "index/manifest.json": json.dumps({"chapters": names}).encode(),
+        "index/topic.md": "".join(f"{n}\n" for n in names).encode(),
+        "topics/vocabulary.json": b"{}\n",
+        f"chapters/{PK}/s9/001-stray.md": b"not derived",  # §10.2: dropped, never staged
+    }
+
+
+def test_derived_index_lands_in_the_pool_commit_and_replaces_a_divergent_one(
+    pool: InMemoryPool,
+) -> None:
+    pool.exists = True
+    pool.advance("", "box-z", "seed", {"index/topic.md": b"stale, from another machine\n"})
+    a = Machine("box-a", pool)
+    a.archive("s1")
+    report = sync(
+        store_tree=a.store,
+        provider=a.provider,
+        mirror_tree=a.mirror,
+        lock=a.lock,
+        clock=a.clock,
+        config=a.config,
+        identity=IDENTITY,
+        harness_id=a.harness_id,
+        derive=lambda: mirror_index(a.mirror),
+    )
+    assert report.ok and report.pushed
+    files = pool.files()
+    chapter = f"chapters/{PK}/s1/001-topic-1.md"
+    assert files["index/topic.md"] == f"{chapter}\n".encode()  # rebuilt bytes, not merged
+    assert json.loads(files["index/manifest.json"]) == {"chapters": [chapter]}
+    assert files["topics/vocabulary.json"] == b"{}\n"
+    assert f"chapters/{PK}/s9/001-stray.md" not in files
+    assert len(pool.commits) == 2 and chapter in files  # one commit carries store and index
+    assert not any(p.startswith(("index/", "topics/")) for p in a.store.files)
+
+
+def test_derived_index_is_rederived_after_a_push_divergence(pool: InMemoryPool) -> None:
+    a, b = Machine("box-a", pool), Machine("box-b", pool)
+    a.archive("s-a")
+    b.archive("s-b")
+    b.provider.before_push = lambda: a.sync() and None  # A pushes between B's commit and push
+    report = sync(
+        store_tree=b.store,
+        provider=b.provider,
+        mirror_tree=b.mirror,
+        lock=b.lock,
+        clock=b.clock,
+        config=b.config,
+        identity=IDENTITY,
+        harness_id=b.harness_id,
+        derive=lambda: mirror_index(b.mirror),
+    )
+    assert report.ok and report.rebuilds == 1
+    shard = pool.files()["index/topic.md"].decode().splitlines()
+    assert shard == [f"chapters/{PK}/s-a/001-topic-1.md", f"chapters/{PK}/s-b/001-topic-1.md"]
+
+
 def test_push_divergence_rebuilds_and_republishes_without_merge(pool: InMemoryPool) -> None:
     a, b = Machine("box-a", pool), Machine("box-b", pool)
     a.archive("s-a")

@@ -13,6 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.pool_layout import CURATION_FILE
+from dsh_chapters_core.ports.store import FileTree
+
 
 class FactType(enum.StrEnum):
     TOPIC_ALIAS = "topic-alias"  # {from, to}: merge or rename a topic
@@ -94,3 +98,24 @@ def merge_logs(logs: Mapping[str, str] | Iterable[tuple[str, str]]) -> FactLog:
         facts.extend(log.facts)
         bad.extend(log.malformed_lines)
     return FactLog(facts=tuple(facts), malformed=len(bad), malformed_lines=tuple(bad))
+
+
+def edits_path(harness_id: str) -> str:
+    """This machine's own Layer 1 file, relative to the store (or pool) root."""
+    return f"edits/{harness_id}/{CURATION_FILE}"
+
+
+def append_facts(tree: FileTree, harness_id: str, facts: Iterable[CurationFact]) -> str:
+    """Append facts to this machine's own edits file: the one appender (one writer per file,
+    ever, §3.3). Call under the writer lock. The file is rewritten atomically with the new lines
+    at the end, so existing bytes never change; a torn last line stays a malformed line of its
+    own, never glued to ours."""
+    if not harness_id:
+        raise UsageError("no harnessId: curation facts need this machine's writer id",
+                         hint="set harnessId in config or DSH_CHAPTERS_HARNESS_ID")
+    path = edits_path(harness_id)
+    old = tree.read(path) if tree.exists(path) else b""
+    if old and not old.endswith(b"\n"):
+        old += b"\n"
+    tree.write(path, old + "".join(f.to_line() + "\n" for f in facts).encode("utf-8"))
+    return path

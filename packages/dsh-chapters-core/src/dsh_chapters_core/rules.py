@@ -22,11 +22,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.curation import CurationFact, FactType, make_fact, parse_facts
+from dsh_chapters_core.curation import (
+    CurationFact,
+    FactType,
+    append_facts,
+    edits_path,
+    make_fact,
+    parse_facts,
+)
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters_core.frontmatter import dump_frontmatter
-from dsh_chapters_core.pool_layout import CURATION_FILE
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.rules import DocumentShelf
 from dsh_chapters_core.ports.store import FileTree, WriterLock
@@ -176,7 +182,7 @@ def rule_from_document(doc: Document) -> Rule | None:
 
 def rule_facts_path(harness_id: str) -> str:
     """This machine's own Layer 1 file (§10.1), relative to the store root."""
-    return f"{EDITS_DIR}/{harness_id}/{CURATION_FILE}"
+    return edits_path(harness_id)
 
 
 def read_own_facts(tree: FileTree, harness_id: str) -> tuple[CurationFact, ...]:
@@ -452,16 +458,6 @@ class StatusChange:
         return self.fact is not None
 
 
-def append_fact(tree: FileTree, harness_id: str, fact: CurationFact) -> None:
-    """Append one line to this machine's edits file (one writer per file, ever: §3.3).
-
-    The write itself is atomic (temp, fsync, rename), so a crash leaves the old file whole.
-    """
-    path = rule_facts_path(harness_id)
-    old = tree.read(path) if tree.exists(path) else b""
-    if old and not old.endswith(b"\n"):
-        old += b"\n"
-    tree.write(path, old + (fact.to_line() + "\n").encode("utf-8"))
 
 
 def change_rule_status(
@@ -489,7 +485,7 @@ def change_rule_status(
         status=str(status),
         sha256=rule.digest,
     )
-    append_fact(tree, harness_id, fact)
+    append_facts(tree, harness_id, (fact,))
     return StatusChange(
         rule=replace(rule, status=status), before=rule.status, after=status, fact=fact
     )

@@ -37,6 +37,7 @@ from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderFactory
 from dsh_chapters_core.projectkey import ProjectIdentity, project_slug
 
 STATE_PATH = "state/sync.json"  # relative to the store root; machine-local, never published
+DERIVED_POOL_PREFIXES = ("index/", "topics/")  # §10.2: the Layer-2 index sync derives, never merges
 
 
 class SyncMode(enum.StrEnum):
@@ -410,6 +411,7 @@ class _Run:
     committed_paths: set[str] = field(default_factory=set)
     step: str = "open"
     pushed_ok: bool = False
+    derive: Callable[[], Mapping[str, bytes]] | None = None
 
     @property
     def key(self) -> str:
@@ -512,10 +514,25 @@ class _Run:
             self.steps.append(f"wrote {PROJECT_FILE}")
         return bool(files)
 
+    def _stage_derived(self) -> None:
+        """§10.2, §3.3: stage the derived index, rebuilt from the mirror as it stands after
+        pull, copy-in and our staging, so a divergent derived file is replaced, never merged."""
+        if self.derive is None:
+            return
+        self.step = "stage"
+        files = {
+            path: data
+            for path, data in self.derive().items()
+            if path.startswith(DERIVED_POOL_PREFIXES) and ".." not in path.split("/")
+        }
+        if files:
+            self.provider.stage(files)
+
     def _publish(self) -> None:
         attempt = 0
         while True:
             self._stage()
+            self._stage_derived()
             self.step = "commit"
             # Committed even when only curation facts changed: fact-only passes must travel.
             sha = self.provider.commit(self._message(), self.harness_id)
@@ -607,10 +624,15 @@ def sync(
     identity: ProjectIdentityView,
     harness_id: str,
     mode: str | SyncMode = SyncMode.FULL,
+    derive: Callable[[], Mapping[str, bytes]] | None = None,
 ) -> SyncReport:
     """One sync under the writer lock (§5.2), shared with the archive so a pull never lands
     mid-write and a push never ships a half-written store. Transport failures never raise:
-    they come back as a local-only report (§5.3). The report is persisted for `status`."""
+    they come back as a local-only report (§5.3). The report is persisted for `status`.
+
+    `derive` returns the derived index (pool paths under `index/` and `topics/`, anything else
+    is dropped); it is called after copy-in and our staging, again after every rebuild, and its
+    bytes land in the same commit (§10.2)."""
     run_mode = SyncMode(mode)
     with lock.hold(config.sync_timeout_ms / 1000):
         run = _Run(
@@ -623,6 +645,7 @@ def sync(
             harness_id=harness_id,
             mode=run_mode,
             prior=read_sync_state(store_tree),
+            derive=derive,
         )
         failure: TransportError | None = None
         try:

@@ -23,6 +23,7 @@ from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTre
 from dsh_chapters_core.ports.transport import ProviderFactory
 from dsh_chapters_core.projectkey import ProjectIdentity, derive_project_key
 from dsh_chapters_core.reading import ReadRoot
+from dsh_chapters_core.rules import core_rule_ids, load_rules
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
 from dsh_chapters_fs.clock import SystemClock
@@ -193,8 +194,13 @@ def open_search(app: App, *, cached: bool = True) -> SearchService:
         prefix=f"{STORE_DIRNAME}/",
         cache=SqliteSearchCache(cache_dir / "search-store.sqlite") if cached else None,
         state=store_tree, state_path="cache/index-store.tokens.json"))
+    def core_rules() -> frozenset[str]:
+        # The per-machine core bonus (§8) follows the rules use case exactly: this machine's
+        # own approvals, bound to the bytes the human approved (amendment 2026-09-20).
+        return core_rule_ids(load_rules(app.store_tree, app.store, app.harness_id))
+
     return SearchService(doors=doors, config=app.config, harness_id=app.harness_id,
-                         clock_now=app.clock.now)
+                         clock_now=app.clock.now, core_rules=core_rules)
 
 
 def read_roots(app: App) -> tuple[ReadRoot, ...]:

@@ -11,7 +11,7 @@ import ipaddress
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,6 +23,8 @@ from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.store import CredentialStore, FileTree, WriterLock
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, ProviderFactory
 from dsh_chapters_core.projectkey import ProjectIdentity
+from dsh_chapters_core.search.index import MANIFEST_PATH
+from dsh_chapters_core.search.service import DoorName, derived_files
 from dsh_chapters_core.sync import (
     STATE_PATH,
     PushDecision,
@@ -276,10 +278,34 @@ def run_sync(app: PoolApp, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
             identity=app.identity,
             harness_id=app.harness_id,
             mode=mode,
+            derive=_derive_index(app),
         )
     finally:
         provider.close()
     return _scrub(report, app.credentials.read(app.identity.project_key))
+
+
+def _derive_index(app: PoolApp) -> Callable[[], Mapping[str, bytes]] | None:
+    """§10.2: the mirror door's derived index (shards, manifest, vocabulary), refreshed from
+    the mirror as sync leaves it, for sync to stage into the pool commit."""
+    from dsh_chapters.bootstrap import App, open_search  # late, like `_after_push`
+
+    if not isinstance(app, App):
+        return None
+
+    def derive() -> Mapping[str, bytes]:
+        service = open_search(app)
+        try:
+            door = service.door(DoorName.MIRROR)
+            if door is None:
+                return {}
+            # A lost derived dir with kept change tokens would yield a partial index: rebuild.
+            service.refresh(door, rebuild=not door.tree.exists(MANIFEST_PATH))
+            return derived_files(door)
+        finally:
+            service.close()
+
+    return derive
 
 
 @dataclass(frozen=True, slots=True)

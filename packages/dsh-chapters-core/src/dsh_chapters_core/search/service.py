@@ -19,12 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.curation import CurationFact, FactLog, FactType, make_fact
+from dsh_chapters_core.curation import (
+    CurationFact,
+    FactLog,
+    FactType,
+    append_facts,
+    make_fact,
+)
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.errors import UsageError
-from dsh_chapters_core.pool_layout import CURATION_FILE
 from dsh_chapters_core.ports.search import DerivedTree, DocumentReader, SearchCache
 from dsh_chapters_core.ports.store import FileTree
+from dsh_chapters_core.rules import RuleStatus, effective_statuses
 from dsh_chapters_core.search.aliases import slugify
 from dsh_chapters_core.search.entries import SearchEntry, entry_from_document, make_entry
 from dsh_chapters_core.search.index import (
@@ -147,34 +153,12 @@ class RefreshReport:
 
 
 def core_rule_ids_from_facts(log: FactLog, harness_id: str) -> frozenset[str]:
-    """Rules effective-core on THIS machine: its own latest `rule-status` fact per rule."""
-    status: dict[str, str] = {}
-    for fact in log.facts:
-        if fact.type is FactType.RULE_STATUS and fact.harness_id == harness_id:
-            status[str(fact.get("rule", ""))] = str(fact.get("status", ""))
-    return frozenset(rule for rule, s in status.items() if rule and s == "core")
-
-
-def edits_path(harness_id: str) -> str:
-    return f"edits/{harness_id}/{CURATION_FILE}"
-
-
-def append_facts(tree: FileTree, harness_id: str, facts: Sequence[CurationFact]) -> str:
-    """Append facts to this machine's own edits file (one writer per file, §3.3).
-
-    Call under the writer lock. The file is rewritten atomically with the new lines at the end,
-    so existing bytes never change.
-    """
-    if not harness_id:
-        raise UsageError("no harnessId: curation facts need this machine's writer id",
-                         hint="set harnessId in config or DSH_CHAPTERS_HARNESS_ID")
-    path = edits_path(harness_id)
-    old = tree.read(path) if tree.exists(path) else b""
-    if old and not old.endswith(b"\n"):
-        old += b"\n"  # a torn last line stays a malformed line of its own, never glued to ours
-    new = "".join(f.to_line() + "\n" for f in facts).encode("utf-8")
-    tree.write(path, old + new)
-    return path
+    """Rules effective-core on THIS machine, by the rules use case's own status resolution
+    (one interpretation of `rule-status` facts). The app injects `core_rules` built from
+    `rules.load_rules`, which also binds approval to the rule's bytes; this is the fallback for
+    a service built without it."""
+    statuses = effective_statuses(log.facts, harness_id)
+    return frozenset(rid for rid, fact in statuses.items() if fact.status is RuleStatus.CORE)
 
 
 @dataclass

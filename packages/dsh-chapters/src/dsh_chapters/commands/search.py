@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dsh_chapters_core.curation import edits_path
 from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.reading import (
     read_lines,
@@ -24,7 +25,6 @@ from dsh_chapters_core.search.packing import AnswerStatus
 from dsh_chapters_core.search.service import (
     RefreshReport,
     SearchRequest,
-    edits_path,
     read_search_status,
     status_line,
 )
