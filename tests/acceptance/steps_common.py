@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import pytest
 from dsh_chapters.bootstrap import App, bootstrap
 from dsh_chapters.cli import Invocation, build_parser
 from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, PushResult
 from pytest_bdd import given, parsers, when
 
 PROJECT_ORIGIN = "https://github.com/acme/widgets.git"
@@ -174,3 +176,40 @@ def make_machine(tmp_path: Path, machines: dict[str, Machine]) -> Iterator[MakeM
 @when(parsers.parse('machine "{name}" archives session "{label}"'), target_fixture="last_archive")
 def machine_archives(make_machine: MakeMachine, name: str, label: str) -> CliResult:
     return make_machine(name).archive(label)
+
+
+# Pushes at the same moment (shared by the git and TreeDX pool features).
+
+
+class GatedProvider:
+    """The real provider; its first push waits at a barrier until every racing machine is
+    ready to push too, so pushes really happen at the same moment."""
+
+    def __init__(self, inner: KnowledgeProvider, barrier: threading.Barrier) -> None:
+        self._inner = inner
+        self._barrier = barrier
+        self._waited = False
+        self.name = inner.name
+        self.mirror_root = inner.mirror_root
+
+    def __getattr__(self, verb: str) -> Any:
+        return getattr(self._inner, verb)
+
+    def push(self) -> PushResult:
+        if not self._waited:
+            self._waited = True
+            self._barrier.wait()
+        return self._inner.push()
+
+
+class GatedFactory:
+    def __init__(self, inner: Any, barrier: threading.Barrier) -> None:
+        self._inner = inner
+        self._barrier = barrier
+        self.name = inner.name
+
+    def matches(self, remote: str) -> bool:
+        return bool(self._inner.matches(remote))
+
+    def create(self, context: ProviderContext) -> KnowledgeProvider:
+        return GatedProvider(self._inner.create(context), self._barrier)  # type: ignore[return-value]

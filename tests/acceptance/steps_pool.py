@@ -18,17 +18,15 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from dsh_chapters import knowledge_pool
 from dsh_chapters.plugins import load_provider_factories
 from dsh_chapters_core.pool_layout import to_pool
-from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, PushResult
 from dsh_chapters_core.sync import SyncReport
 from pytest_bdd import given, parsers, then, when
 
-from tests.acceptance.steps_common import CliResult, Machine, MakeMachine
+from tests.acceptance.steps_common import CliResult, GatedFactory, Machine, MakeMachine
 from tests.adapters.git.conftest import GitCli, GitHttpServer
 
 POOL_REPO = "widgets.git"
@@ -224,39 +222,6 @@ def pool_back(pool: Pool) -> None:
 # Two pushes at the same moment: both machines commit on the same pool head, then push together.
 
 
-class _GatedProvider:
-    """The real provider; its first push waits until the other machine is ready to push too."""
-
-    def __init__(self, inner: KnowledgeProvider, barrier: threading.Barrier) -> None:
-        self._inner = inner
-        self._barrier = barrier
-        self._waited = False
-        self.name = inner.name
-        self.mirror_root = inner.mirror_root
-
-    def __getattr__(self, verb: str) -> Any:
-        return getattr(self._inner, verb)
-
-    def push(self) -> PushResult:
-        if not self._waited:
-            self._waited = True
-            self._barrier.wait()
-        return self._inner.push()
-
-
-class _GatedFactory:
-    def __init__(self, inner: Any, barrier: threading.Barrier) -> None:
-        self._inner = inner
-        self._barrier = barrier
-        self.name = inner.name
-
-    def matches(self, remote: str) -> bool:
-        return bool(self._inner.matches(remote))
-
-    def create(self, context: ProviderContext) -> KnowledgeProvider:
-        return _GatedProvider(self._inner.create(context), self._barrier)  # type: ignore[return-value]
-
-
 @when(
     parsers.parse('machines "{first}" and "{second}" sync at the same moment'),
     target_fixture="race",
@@ -268,7 +233,7 @@ def sync_together(machines: dict[str, Machine], first: str, second: str) -> dict
 
     def run(machine: Machine) -> None:
         try:
-            gated = tuple(_GatedFactory(f, barrier) for f in load_provider_factories())
+            gated = tuple(GatedFactory(f, barrier) for f in load_provider_factories())
             reports[machine.name] = knowledge_pool.run_sync(machine.app(provider_factories=gated))
         except BaseException as exc:
             errors.append(exc)

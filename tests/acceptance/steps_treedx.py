@@ -12,18 +12,16 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 from dsh_chapters import knowledge_pool
 from dsh_chapters.plugins import load_provider_factories
 from dsh_chapters_core.pool_layout import to_pool
-from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, PushResult
 from dsh_chapters_core.sync import SyncReport
 from dsh_chapters_treedx.testing import FakeTreeDX
 from pytest_bdd import given, parsers, then, when
 
-from tests.acceptance.steps_common import CliResult, Machine, MakeMachine
+from tests.acceptance.steps_common import CliResult, GatedFactory, Machine, MakeMachine
 
 TREEDX_REPOSITORY = "widgets-pool"
 LIST_ROUTE = "/paths/list"
@@ -155,39 +153,6 @@ def treedx_head_moves(make_machine: MakeMachine, pool: TreeDXPool, name: str) ->
 # --- three pushes at once ---------------------------------------------------------------------
 
 
-class _GatedProvider:
-    """The real provider; its first push waits until every machine is ready to push."""
-
-    def __init__(self, inner: KnowledgeProvider, barrier: threading.Barrier) -> None:
-        self._inner = inner
-        self._barrier = barrier
-        self._waited = False
-        self.name = inner.name
-        self.mirror_root = inner.mirror_root
-
-    def __getattr__(self, verb: str) -> Any:
-        return getattr(self._inner, verb)
-
-    def push(self) -> PushResult:
-        if not self._waited:
-            self._waited = True
-            self._barrier.wait()
-        return self._inner.push()
-
-
-class _GatedFactory:
-    def __init__(self, inner: Any, barrier: threading.Barrier) -> None:
-        self._inner = inner
-        self._barrier = barrier
-        self.name = inner.name
-
-    def matches(self, remote: str) -> bool:
-        return bool(self._inner.matches(remote))
-
-    def create(self, context: ProviderContext) -> KnowledgeProvider:
-        return _GatedProvider(self._inner.create(context), self._barrier)  # type: ignore[return-value]
-
-
 @when(parsers.parse('machines "{a}", "{b}" and "{c}" sync at the same moment while each commit '
                     'holds the lease {ms:d} ms'), target_fixture="treedx_race")
 def treedx_three_at_once(machines: dict[str, Machine], pool: TreeDXPool, a: str, b: str, c: str,
@@ -199,7 +164,7 @@ def treedx_three_at_once(machines: dict[str, Machine], pool: TreeDXPool, a: str,
 
     def run(machine: Machine) -> None:
         try:
-            gated = tuple(_GatedFactory(f, barrier) for f in load_provider_factories())
+            gated = tuple(GatedFactory(f, barrier) for f in load_provider_factories())
             reports[machine.name] = knowledge_pool.run_sync(machine.app(provider_factories=gated))
         except BaseException as exc:
             errors.append(exc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -80,8 +81,12 @@ def parse_document(relpath: str, text: str) -> Document:
         return Document(path=relpath, kind=_kind(None, relpath), title=_stem(relpath),
                         body_sha256=digest,
                         extra=(("frontmatterError", f"invalid YAML at {where}"),))
-    if not isinstance(data, dict):
-        data = {}
+    return document_from_fields(relpath, data if isinstance(data, dict) else {}, body, digest)
+
+
+def document_from_fields(relpath: str, data: Mapping[str, Any], body: str,
+                         body_sha256: str) -> Document:
+    """Parsed frontmatter fields as a Document: the one mapping, whichever parser read them."""
     kind = _kind(data.get("kind"), relpath)
     extra = tuple(sorted(
         (str(k), json.dumps(v, ensure_ascii=False, sort_keys=True, default=_scalar))
@@ -101,7 +106,7 @@ def parse_document(relpath: str, text: str) -> Document:
         status=_scalar(data.get("status")),
         body=body if kind is DocumentKind.RULE else "",
         sha256=_scalar(data.get("sha256")),
-        body_sha256=digest,
+        body_sha256=body_sha256,
         seq_range=_seq_range(data.get("seqRange")),
         messages=_messages(data.get("messages")),
         extra=extra,

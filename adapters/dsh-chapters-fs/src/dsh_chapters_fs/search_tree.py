@@ -14,19 +14,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dsh_chapters_core.documents import Document, DocumentKind
+from dsh_chapters_core.documents import Document
 from dsh_chapters_core.frontmatter import split_frontmatter
 
 from dsh_chapters_fs.atomic import TEMP_SUFFIX, is_temp_name
 from dsh_chapters_fs.chapterfile import (
-    _KNOWN,
-    _kind,
-    _messages,
-    _scalar,
-    _seq_range,
-    _stem,
-    _topics,
     body_digest,
+    document_from_fields,
     parse_document,
 )
 from dsh_chapters_fs.tree import _SKIPPED_DIRS as SKIPPED_DIRS
@@ -136,27 +130,4 @@ class FrontmatterReader:
         fields = _json_lines(fm_text) if fm_text else None
         if fields is None:
             return parse_document(path, text)
-        kind = _kind(fields.get("kind"), path)
-        extra = tuple(sorted(
-            (str(k), json.dumps(v, ensure_ascii=False, sort_keys=True, default=_scalar))
-            for k, v in fields.items() if k not in _KNOWN
-        ))
-        return Document(
-            path=path,
-            kind=kind,
-            title=_scalar(fields.get("title")) or _stem(path),
-            summary=_scalar(fields.get("summary")),
-            topics=_topics(fields.get("topics")),
-            date=_scalar(fields.get("date")),
-            project_key=_scalar(fields.get("projectKey")),
-            session_id=_scalar(fields.get("sessionId")),
-            harness_id=_scalar(fields.get("harnessId")),
-            category=_scalar(fields.get("category")),
-            status=_scalar(fields.get("status")),
-            body=body if kind is DocumentKind.RULE else "",
-            sha256=_scalar(fields.get("sha256")),
-            body_sha256=body_digest(body),
-            seq_range=_seq_range(fields.get("seqRange")),
-            messages=_messages(fields.get("messages")),
-            extra=extra,
-        )
+        return document_from_fields(path, fields, body, body_digest(body))
