@@ -94,3 +94,10 @@ def test_dump_then_split_gives_back_the_body(data: dict[str, object], body: str)
             value = json.loads(raw)
         read[key] = value
     assert read == data
+
+
+@pytest.mark.parametrize("key", ["A\n", "title\n", "a b", "", "yes", "-x"])
+def test_a_key_that_is_not_a_plain_identifier_is_quoted(key: str) -> None:
+    # Regression: `^...$` let a trailing newline through unquoted, which broke the YAML.
+    line = dump_frontmatter({key: 1}).splitlines()[1]
+    assert line == f"{json.dumps(key)}: 1"

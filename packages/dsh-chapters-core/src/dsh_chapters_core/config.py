@@ -128,6 +128,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s("chapterTopics", 8, "how many topics a chapter's frontmatter lists", minimum=1, maximum=50),
     _s(
+        "signatureScanChars",
+        4000,
+        "how much of each tool result a signature reads for paths (its head, cut at whitespace)",
+        minimum=100,
+        maximum=1_000_000,
+    ),
+    _s(
         "signatureMaxPaths",
         24,
         "how many paths a turn signature keeps, in order of first touch",
@@ -413,6 +420,7 @@ class Config:
     continuation_max_terms: int = 8
     signature_top_terms: int = 12
     chapter_topics: int = 8
+    signature_scan_chars: int = 4000
     signature_max_paths: int = 24
     signature_max_commands: int = 12
     term_min_chars: int = 3

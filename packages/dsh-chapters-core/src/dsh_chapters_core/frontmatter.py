@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Mapping
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: `$` would let "A\n" through
 # Words YAML 1.1 resolves to booleans or null: such a key must be quoted.
 _RESERVED_KEYS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"})
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
@@ -56,7 +56,7 @@ def _flow(value: object) -> str:
 
 
 def _key(key: str) -> str:
-    if _PLAIN_KEY.match(key) and key.lower() not in _RESERVED_KEYS:
+    if _PLAIN_KEY.fullmatch(key) and key.lower() not in _RESERVED_KEYS:
         return key
     return _string(key)
 

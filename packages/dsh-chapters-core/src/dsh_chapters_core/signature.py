@@ -180,7 +180,9 @@ def sign_turn(turn: Turn, config: Config, *, cwd: str = "") -> Signature:
     the same file is one path whether a tool named it absolutely or not.
     """
     patterns = config.redaction_patterns
-    floor_chars = config.tool_result_defer_floor_tokens * config.chars_per_token
+    # §4.1 asks for milliseconds per turn: a tool result's paths come from its head only, and
+    # the head is redacted before anything is taken from it (§9), which is most of the cost.
+    scan_chars = config.signature_scan_chars
     prose: list[str] = []
     paths = _TouchedPaths(cwd, config.signature_max_paths)
     commands: list[str] = []
@@ -212,7 +214,7 @@ def sign_turn(turn: Turn, config: Config, *, cwd: str = "") -> Signature:
             if config.estimate_tokens(text) < config.tool_result_defer_floor_tokens:
                 inline_chars += len(text)  # deferred results leave only a stub line behind
             if not paths.full:
-                window = redact(_scan_window(text, floor_chars), patterns).text
+                window = redact(_scan_window(text, scan_chars), patterns).text
                 paths.add(paths_in_text(window))
     terms = top_terms(
         (MARKER_PATTERN.sub(" ", text) for text in prose),
