@@ -68,11 +68,13 @@ WORDS = [
 
 
 class _NoCredentials:
+    """A local-path pool takes no token (§2.1), so the benchmark's store holds none."""
+
     def read(self, name: str) -> str | None:
         return None
 
     def write(self, name: str, secret: str) -> None:
-        raise NotImplementedError("a local pool needs no credentials")
+        raise ValueError("the benchmark's local pool takes no token")
 
     def delete(self, name: str) -> None:
         return None

@@ -23,6 +23,7 @@ import pytest
 from dsh_chapters.bootstrap import App, bootstrap
 from dsh_chapters.cli import Invocation, build_parser
 from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.pool_layout import to_pool
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, PushResult
 from pytest_bdd import given, parsers, when
 
@@ -213,3 +214,20 @@ class GatedFactory:
 
     def create(self, context: ProviderContext) -> KnowledgeProvider:
         return GatedProvider(self._inner.create(context), self._barrier)  # type: ignore[return-value]
+
+
+def published_files(machine: Machine) -> dict[str, bytes]:
+    """Pool path -> bytes of every store file this machine may publish (its own and artifacts)."""
+    app = machine.app()
+    key = app.identity.project_key
+    meta = app.store.session_meta()
+    out: dict[str, bytes] = {}
+    for rel, data in machine.store_files().items():
+        entry = to_pool(rel, key)
+        if entry is None:
+            continue
+        owner = meta.get(entry.session_id, {}).get("harnessId", machine.name)
+        if entry.session_id and owner != machine.name:
+            continue
+        out[entry.pool_path] = data
+    return out

@@ -22,11 +22,16 @@ from pathlib import Path
 import pytest
 from dsh_chapters import knowledge_pool
 from dsh_chapters.plugins import load_provider_factories
-from dsh_chapters_core.pool_layout import to_pool
 from dsh_chapters_core.sync import SyncReport
 from pytest_bdd import given, parsers, then, when
 
-from tests.acceptance.steps_common import CliResult, GatedFactory, Machine, MakeMachine
+from tests.acceptance.steps_common import (
+    CliResult,
+    GatedFactory,
+    Machine,
+    MakeMachine,
+    published_files,
+)
 from tests.adapters.git.conftest import GitCli, GitHttpServer
 
 POOL_REPO = "widgets.git"
@@ -254,23 +259,6 @@ def sync_together(machines: dict[str, Machine], first: str, second: str) -> dict
 
 def _project_key(machine: Machine) -> str:
     return str(machine.app().identity.project_key)
-
-
-def published_files(machine: Machine) -> dict[str, bytes]:
-    """Pool path -> bytes of every store file this machine may publish (its own and artifacts)."""
-    app = machine.app()
-    key = app.identity.project_key
-    meta = app.store.session_meta()
-    out: dict[str, bytes] = {}
-    for rel, data in machine.store_files().items():
-        entry = to_pool(rel, key)
-        if entry is None:
-            continue
-        owner = meta.get(entry.session_id, {}).get("harnessId", machine.name)
-        if entry.session_id and owner != machine.name:
-            continue
-        out[entry.pool_path] = data
-    return out
 
 
 def pool_clone(pool: Pool, git_cli: GitCli, tmp_path: Path) -> dict[str, bytes]:

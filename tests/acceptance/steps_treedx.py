@@ -16,12 +16,17 @@ from dataclasses import dataclass, field
 import pytest
 from dsh_chapters import knowledge_pool
 from dsh_chapters.plugins import load_provider_factories
-from dsh_chapters_core.pool_layout import to_pool
 from dsh_chapters_core.sync import SyncReport
 from dsh_chapters_treedx.testing import FakeTreeDX
 from pytest_bdd import given, parsers, then, when
 
-from tests.acceptance.steps_common import CliResult, GatedFactory, Machine, MakeMachine
+from tests.acceptance.steps_common import (
+    CliResult,
+    GatedFactory,
+    Machine,
+    MakeMachine,
+    published_files,
+)
 
 TREEDX_REPOSITORY = "widgets-pool"
 LIST_ROUTE = "/paths/list"
@@ -62,23 +67,6 @@ def _mirror_pool_files(machine: Machine) -> dict[str, bytes]:
     root = machine.mirror
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file() and not p.relative_to(root).parts[0].startswith(".")}
-
-
-def _published(machine: Machine) -> dict[str, bytes]:
-    """Pool path -> bytes of every store file this machine publishes (its own and artifacts)."""
-    app = machine.app()
-    key = app.identity.project_key
-    meta = app.store.session_meta()
-    out: dict[str, bytes] = {}
-    for rel, data in machine.store_files().items():
-        entry = to_pool(rel, key)
-        if entry is None:
-            continue
-        owner = meta.get(entry.session_id, {}).get("harnessId", machine.name)
-        if entry.session_id and owner != machine.name:
-            continue
-        out[entry.pool_path] = data
-    return out
 
 
 # --- machines and the service -----------------------------------------------------------------
@@ -200,7 +188,7 @@ def treedx_finds(machines: dict[str, Machine], reader: str, label: str, query: s
 @then(parsers.parse('the TreeDX pool holds every file machine "{name}" published'))
 def treedx_pool_holds(machines: dict[str, Machine], pool: TreeDXPool, name: str) -> None:
     tree = pool.fake.tree(pool.repository)
-    ours = _published(machines[name])
+    ours = published_files(machines[name])
     assert ours and {p: tree.get(p) for p in ours} == ours
 
 
@@ -245,7 +233,7 @@ def treedx_nothing_lost(machines: dict[str, Machine], pool: TreeDXPool) -> None:
     chapters = {p for p in tree if p.startswith("chapters/")}
     written = set()
     for machine in machines.values():
-        ours = _published(machine)
+        ours = published_files(machine)
         assert ours and {p: tree.get(p) for p in ours} == ours, machine.name
         written |= {p for p in ours if p.startswith("chapters/")}
     assert chapters == written and len({p.split("/")[2] for p in chapters}) == len(machines)
@@ -327,7 +315,7 @@ def treedx_link_refused(make_machine: MakeMachine, pool: TreeDXPool, name: str,
 def _session_pool_files(machine: Machine, label: str) -> dict[str, bytes]:
     """What this machine publishes for one session: its chapters and its collections file."""
     sid = machine.sessions[label]
-    return {p: d for p, d in _published(machine).items() if f"/{sid}" in p}
+    return {p: d for p, d in published_files(machine).items() if f"/{sid}" in p}
 
 
 @then(parsers.parse('machine "{reader}" lists every chapter of session "{label}" from the pool, '
