@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.ports.agents import AgentArchive, ArtifactAction, Page
-from dsh_chapters_core.rules import RuleStatus
+from dsh_chapters_core.rules import RuleStatus, rule_json
 from dsh_chapters_core.search.packing import AnswerStatus
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -31,7 +31,6 @@ from dsh_chapters_mcp.wire import (
     ProposalOutput,
     RulesOutput,
     SearchOutput,
-    rule_json,
 )
 
 SERVER_NAME = "dsh-chapters"

@@ -7,9 +7,6 @@ The JSON itself is the core's `to_json()` (so `chapters_search` answers byte for
 
 from __future__ import annotations
 
-from typing import Any
-
-from dsh_chapters_core.rules import Rule
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -131,18 +128,3 @@ class ProposalOutput(_Out):
     approve: str = Field(description="the command a human runs to make it core on a machine")
 
 
-def rule_json(rule: Rule) -> dict[str, Any]:
-    """A rule as `chapters rule list --json` shows it (the port gives workspace-relative paths)."""
-    return {
-        "id": rule.id,
-        "status": str(rule.status),
-        "category": rule.category,
-        "title": rule.title,
-        "text": rule.text.rstrip("\n"),
-        "path": rule.path,
-        "harnessId": rule.harness_id,
-        "author": rule.author,
-        "sourceSession": rule.source_session,
-        "authoredAt": rule.authored_at,
-        "changedSinceApproved": rule.changed_since_approved,
-    }

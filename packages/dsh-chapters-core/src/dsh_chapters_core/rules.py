@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.curation import (
@@ -699,3 +700,20 @@ def status_counts(rules: Iterable[Rule]) -> Mapping[str, int]:
     for rule in rules:
         counts[str(rule.status)] += 1
     return counts
+
+
+def rule_json(rule: Rule) -> dict[str, Any]:
+    """A rule as data: one shape for `chapters rule list --json` and the MCP tools."""
+    return {
+        "id": rule.id,
+        "status": str(rule.status),
+        "category": rule.category,
+        "title": rule.title,
+        "text": rule.text.rstrip("\n"),
+        "path": rule.path,
+        "harnessId": rule.harness_id,
+        "author": rule.author,
+        "sourceSession": rule.source_session,
+        "authoredAt": rule.authored_at,
+        "changedSinceApproved": rule.changed_since_approved,
+    }

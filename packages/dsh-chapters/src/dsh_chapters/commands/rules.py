@@ -26,6 +26,7 @@ from dsh_chapters_core.rules import (
     add_rule,
     category_slug,
     load_rules,
+    rule_json,
     set_rule_status,
     status_counts,
 )
@@ -135,20 +136,6 @@ def _status_text(rule: Rule) -> str:
     return str(rule.status)
 
 
-def rule_json(rule: Rule) -> dict[str, Any]:
-    return {
-        "id": rule.id,
-        "status": str(rule.status),
-        "category": rule.category,
-        "title": rule.title,
-        "text": rule.text.rstrip("\n"),
-        "path": rule.path,
-        "harnessId": rule.harness_id,
-        "author": rule.author,
-        "sourceSession": rule.source_session,
-        "authoredAt": rule.authored_at,
-        "changedSinceApproved": rule.changed_since_approved,
-    }
 
 
 def _table(rules: tuple[Rule, ...]) -> str:
