@@ -34,9 +34,9 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-from dsh_chapters.bootstrap import ENRICH_IDLE_LOCK, bootstrap, enrichment_lock
-from dsh_chapters.commands.archive import archive_and_log, read_transcript
-from dsh_chapters.enrichment import note_archived
+from dsh_chapters.bootstrap import bootstrap, enrichment_lock
+from dsh_chapters.services.archive import archive_and_log, read_transcript
+from dsh_chapters.services.enrich import ENRICH_IDLE_LOCK, note_archived
 
 RESULTS = Path(__file__).resolve().parent / "results" / "enrich_archive.json"
 SAMPLE_SID = "5e1f0a2c-7d3b-4c8e-9a61-0d2f3b4c5a6e"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsh_chapters import enrichment
+from dsh_chapters.services import enrich as enrichment
 from dsh_chapters_core.enrich.chapter import parse_chapter_file
 from dsh_chapters_core.enrich.queue import DrainCause
 from dsh_chapters_harness.testing.tape_server import TapeServer, load_tape

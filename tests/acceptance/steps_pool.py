@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from dsh_chapters import knowledge_pool
 from dsh_chapters.plugins import load_provider_factories
+from dsh_chapters.services import pool as knowledge_pool
 from dsh_chapters_core.sync import SyncReport
 from pytest_bdd import given, parsers, then, when
 

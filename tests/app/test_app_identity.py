@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from dsh_chapters.cli import main
-from dsh_chapters.commands.identity import remotes_in_config
+from dsh_chapters_fs.workspace import remotes_in_config
 
 KEY = str(uuid.uuid5(uuid.NAMESPACE_OID, "github.com/org/repo"))
 GHP = "ghp_" + "Z" * 36

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dsh_chapters import plugins as providers
 from dsh_chapters.cli import main
-from dsh_chapters.knowledge_pool import (
+from dsh_chapters.services.pool import (
     check_token_rules,
     is_loopback_host,
     normalize_remote,
@@ -342,7 +342,7 @@ def test_installed_providers_include_git() -> None:
 def test_before_archive_pulls_and_after_archive_is_quiet_without_a_pool(
     a: Machine, b: Machine, pool: Path
 ) -> None:
-    from dsh_chapters import knowledge_pool
+    from dsh_chapters.services import pool as knowledge_pool
 
     assert knowledge_pool.before_archive(a.app()) is None
     assert knowledge_pool.after_archive(a.app()) is None

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.enrich.queue import ModelRoute
 from dsh_chapters_core.ports.agents import AgentArchive
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.harness import HarnessReader
 from dsh_chapters_core.ports.model import DrainLock, ModelDoor
 from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
 from dsh_chapters_core.ports.transport import ProviderFactory
-from dsh_chapters_core.projectkey import ProjectIdentity, derive_project_key
+from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.reading import ReadRoot
 from dsh_chapters_core.rules import core_rule_ids, load_rules
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
@@ -36,78 +35,16 @@ from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
 from dsh_chapters_fs.store import STORE_DIRNAME, FsChapterStore
 from dsh_chapters_fs.storelog import StoreLog
 from dsh_chapters_fs.tree import DirectoryTree
-from dsh_chapters_harness.install import Installer
+from dsh_chapters_fs.workspace import PROJECT_CONFIG, find_workspace, project_remote
 
-from dsh_chapters.commands.identity import remotes_in_config
-from dsh_chapters.plugins import load_harness_readers, load_provider_factories
+from dsh_chapters.app import MIRROR_DIRNAME, App, Factories, StatusContributor
+from dsh_chapters.plugins import LazyPlugins, load_harness_readers, load_provider_factories
 
-MIRROR_DIRNAME = ".dsh-knowledge"
-PROJECT_CONFIG_NAME = "config.toml"
+if TYPE_CHECKING:
+    from dsh_chapters_core.enrich.queue import ModelRoute
+    from dsh_chapters_harness.install import Installer
 
-
-@dataclass
-class App:
-    """Everything a command needs, composed once. A plain dataclass: add a field per service."""
-
-    workspace: Path  # the git root containing cwd, else cwd
-    store_root: Path  # <workspace>/.dsh-chapters
-    dsh_home: Path
-    config: Config
-    config_origins: Mapping[str, str]  # camelCase key -> the file or env var that set it
-    harness_id: str
-    identity: ProjectIdentity
-    store: ChapterStore
-    lock: WriterLock
-    clock: Clock
-    credentials: CredentialStore
-    harnesses: Mapping[str, HarnessReader]  # by binding name, registration order
-    store_tree: FileTree  # the store as files (sync's copy-out source, copy-in target)
-    mirror_tree: FileTree  # the provider's mirror `.dsh-knowledge/`
-    log: StoreLog
-    env: Mapping[str, str] = field(default_factory=dict)
-    # Transport plugins import their HTTP and git stacks: loaded on first use, so the archive
-    # path (hooks, §1 invariant 1) never pays for them.
-    provider_loader: Callable[[], tuple[ProviderFactory, ...]] = load_provider_factories
-    _providers: tuple[ProviderFactory, ...] | None = field(default=None, init=False, repr=False)
-
-    @property
-    def provider_factories(self) -> tuple[ProviderFactory, ...]:
-        if self._providers is None:
-            self._providers = self.provider_loader()
-        return self._providers
-
-
-def find_workspace(cwd: Path) -> Path:
-    """The nearest directory at or above `cwd` holding `.git` (a dir, or a worktree's file)."""
-    start = cwd.absolute()
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return start
-
-
-def _git_config(workspace: Path) -> Path | None:
-    dotgit = workspace / ".git"
-    if dotgit.is_dir():
-        return dotgit / "config"
-    if dotgit.is_file():  # a worktree or submodule: `gitdir: <path>`, maybe with a commondir
-        pointer = dotgit.read_text(encoding="utf-8", errors="replace").strip()
-        if pointer.startswith("gitdir:"):
-            gitdir = (workspace / pointer.removeprefix("gitdir:").strip()).resolve()
-            common = gitdir / "commondir"
-            if common.is_file():
-                gitdir = (gitdir / common.read_text(encoding="utf-8").strip()).resolve()
-            return gitdir / "config"
-    return None
-
-
-def project_remote(workspace: Path) -> str | None:
-    """§2.3 step 1: the `origin` remote, else the first one; None without git or remotes."""
-    config = _git_config(workspace)
-    if config is None or not config.is_file():
-        return None
-    remotes = dict(remotes_in_config(config.read_text(encoding="utf-8", errors="replace")))
-    return remotes.get("origin") or next(iter(remotes.values()), None)
+PROJECT_CONFIG_NAME = PROJECT_CONFIG
 
 
 def default_harness_id() -> str:
@@ -130,6 +67,7 @@ def bootstrap(
     log: StoreLog | None = None,
     provider_factories: tuple[ProviderFactory, ...] | None = None,
     config: Config | None = None,
+    factories: Factories | None = None,
 ) -> App:
     """Compose the App for a command run at `cwd` with environment `env`."""
     workspace = find_workspace(cwd)
@@ -156,12 +94,13 @@ def bootstrap(
             store_root, stale_seconds=config.lock_stale_seconds),
         clock=clock if clock is not None else SystemClock(),
         credentials=credentials if credentials is not None else FileCredentialStore(dsh_home),
-        harnesses=harnesses if harnesses is not None else load_harness_readers(),
+        harnesses=harnesses if harnesses is not None else LazyPlugins(load_harness_readers),
         store_tree=store_tree if store_tree is not None else DirectoryTree(store_root),
         mirror_tree=mirror_tree if mirror_tree is not None else DirectoryTree(
             workspace / MIRROR_DIRNAME),
         log=log if log is not None else StoreLog(store_root),
         env=dict(env),
+        factories=FACTORIES if factories is None else factories,
         provider_loader=(load_provider_factories if provider_factories is None
                          else lambda: provider_factories),
     )
@@ -171,7 +110,7 @@ def bootstrap(
 # Search (issue #5): built on demand, so a command that does not search opens no SQLite file.
 
 
-def open_search(app: App, *, cached: bool = True) -> SearchService:
+def open_search(app: App, cached: bool = True) -> SearchService:
     """Search's doors: the pool mirror first when it exists (linked and pulled), then the store.
 
     The mirror is transport and must stay clean, so its derived index and every cache live in
@@ -219,7 +158,7 @@ def read_roots(app: App) -> tuple[ReadRoot, ...]:
 INSTALL_LEDGER = "dsh-chapters/installs.json"  # under DSH_HOME: what `chapters install` added
 
 
-def serve_mcp(archive: AgentArchive, *, instructions: str = "") -> None:
+def serve_mcp(archive: AgentArchive, instructions: str = "") -> None:
     """Run the MCP server on stdio. Imported on use: the server is an optional extra."""
     try:
         from dsh_chapters_mcp.server import serve_stdio
@@ -231,7 +170,9 @@ def serve_mcp(archive: AgentArchive, *, instructions: str = "") -> None:
     serve_stdio(archive, instructions=instructions)
 
 
-def agent_installer(app: App, command: tuple[str, ...], *, hook_timeout_s: int) -> Installer:
+def agent_installer(app: App, command: tuple[str, ...], hook_timeout_s: int) -> Installer:
+    from dsh_chapters_harness.install import Installer  # only `install`/`uninstall` pay for it
+
     """Claude Code and Codex configuration edits, recorded in the ledger under DSH_HOME."""
     return Installer(command=command, ledger_path=app.dsh_home / INSTALL_LEDGER,
                      hook_timeout_s=hook_timeout_s)
@@ -241,8 +182,6 @@ def agent_installer(app: App, command: tuple[str, ...], *, hook_timeout_s: int) 
 # Enrichment (issue #9): the model door and the drain locks, named here and nowhere else. The
 # door's module (httpx) is imported on use, so the archive path never pays for it (§1 inv. 1).
 
-ENRICH_RUN_LOCK = "state/enrich-run.lock"  # one drain at a time
-ENRICH_IDLE_LOCK = "state/enrich-idle.lock"  # one idle waiter at a time
 
 
 def open_model_door(app: App, route: ModelRoute) -> ModelDoor:
@@ -271,3 +210,28 @@ def enrichment_lock(app: App, relpath: str) -> DrainLock:
     from dsh_chapters_fs.runlock import FileRunLock
 
     return FileRunLock(app.store_root / relpath)
+
+
+def status_sections() -> tuple[StatusContributor, ...]:
+    """`chapters status`, in print order. Imported on use: the sections reach into the pool
+    and enrichment services, which a search or an archive never needs."""
+    from dsh_chapters.services import status
+
+    return (status.store_section, status.lock_section, status.pool_section,
+            status.search_section, status.enrich_section)
+
+
+# The factories every App carries.
+FACTORIES = Factories(
+    open_search=open_search,
+    read_roots=read_roots,
+    model_door=open_model_door,
+    drain_lock=enrichment_lock,
+    installer=agent_installer,
+    serve_mcp=serve_mcp,
+    model_key_name=model_key_name,
+    model_base_url=model_base_url,
+    status_sections=status_sections,
+)
+
+__all__ = ["App", "bootstrap", "default_harness_id", "enrichment_lock", "find_workspace"]

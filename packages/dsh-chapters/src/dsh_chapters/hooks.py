@@ -36,14 +36,11 @@ from dsh_chapters_core.errors import ChaptersError, InputError
 from dsh_chapters_core.redact import redact
 from dsh_chapters_core.sync import read_sync_state
 
-from dsh_chapters import knowledge_pool
-from dsh_chapters.agent_archive import record_agent_session
-from dsh_chapters.bootstrap import App
-from dsh_chapters.commands.archive import (
-    archive_and_log,  # the archive's log line
-    read_transcript,
-)
-from dsh_chapters.commands.rules import notice
+from dsh_chapters.app import App
+from dsh_chapters.services import pool as knowledge_pool
+from dsh_chapters.services.agents import record_agent_session
+from dsh_chapters.services.archive import archive_and_log, read_transcript, sync_point
+from dsh_chapters.services.rules import notice
 
 SESSION_START = "SessionStart"
 PRE_COMPACT = "PreCompact"
@@ -378,6 +375,6 @@ def run_hook(app: App, payload: HookPayload) -> HookResult:
 
 def after_archive(app: App) -> None:
     """The background half of PreCompact: the debounced push decision (§5.1)."""
-    outcome = knowledge_pool.after_archive(app)
+    outcome = sync_point(app)
     app.log.write("hook", app.clock.now(), hookEvent="after-archive",
                   outcome=knowledge_pool.describe_sync_point(outcome) or "no pool linked")

@@ -9,7 +9,7 @@ calls it. A class is instantiated with no arguments; anything else is taken as i
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import TypeVar
 
@@ -73,3 +73,26 @@ def load_provider_factories(group: str = PROVIDER_GROUP,
                             ) -> tuple[ProviderFactory, ...]:
     """Transport providers, in registration order (amendment 2026-09-21)."""
     return tuple(load_plugins(group, ProviderFactory, entries).values())  # type: ignore[type-abstract]
+
+
+class LazyPlugins(Mapping[str, P]):
+    """A plugin mapping loaded on first use: a command that reads no transcript (search,
+    status) imports no reader."""
+
+    def __init__(self, load: Callable[[], Mapping[str, P]]) -> None:
+        self._load = load
+        self._loaded: Mapping[str, P] | None = None
+
+    def _plugins(self) -> Mapping[str, P]:
+        if self._loaded is None:
+            self._loaded = self._load()
+        return self._loaded
+
+    def __getitem__(self, name: str) -> P:
+        return self._plugins()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plugins())
+
+    def __len__(self) -> int:
+        return len(self._plugins())

@@ -159,28 +159,36 @@ class FakeChapterStore:
             self._write(path)
             self.files[path] = existing + "".join(line + "\n" for line in fresh)
 
+    def artifact_count(self) -> int:
+        return sum(1 for p in self.files if p.startswith("artifacts/"))
+
     def documents(self) -> Iterator[Document]:
         for path in sorted(self.files):
             if "/chapters/" not in path or not path.endswith(".md"):
                 continue
-            fm_text, body = split_frontmatter(self.files[path])
-            data = _frontmatter_values(fm_text)
-            seq_range = data.get("seqRange", [0, 0])
-            yield Document(
-                path=path,
-                kind=DocumentKind(data.get("kind", "chapter")),
-                title=str(data.get("title", "")),
-                summary=str(data.get("summary", "")),
-                topics=tuple(data.get("topics", ())),
-                date=str(data.get("date", "")),
-                project_key=str(data.get("projectKey", "")),
-                session_id=str(data.get("sessionId", "")),
-                harness_id=str(data.get("harnessId", "")),
-                sha256=str(data.get("sha256", "")),
-                body_sha256=hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest(),
-                seq_range=(int(seq_range[0]), int(seq_range[1])),
-                messages=tuple(sorted(data.get("messages", {}).items())),
-            )
+            yield self.document(path)
+
+    def document(self, path: str) -> Document:
+        if path not in self.files:
+            raise ChaptersError(f"{path} is not in the store")
+        fm_text, body = split_frontmatter(self.files[path])
+        data = _frontmatter_values(fm_text)
+        seq_range = data.get("seqRange", [0, 0])
+        return Document(
+            path=path,
+            kind=DocumentKind(data.get("kind", "chapter")),
+            title=str(data.get("title", "")),
+            summary=str(data.get("summary", "")),
+            topics=tuple(data.get("topics", ())),
+            date=str(data.get("date", "")),
+            project_key=str(data.get("projectKey", "")),
+            session_id=str(data.get("sessionId", "")),
+            harness_id=str(data.get("harnessId", "")),
+            sha256=str(data.get("sha256", "")),
+            body_sha256=hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest(),
+            seq_range=(int(seq_range[0]), int(seq_range[1])),
+            messages=tuple(sorted(data.get("messages", {}).items())),
+        )
 
     def read_text(self, path: str) -> str:
         try:

@@ -18,10 +18,10 @@ from typing import Any
 
 from dsh_chapters_core.errors import ChaptersError, UsageError
 
-from dsh_chapters.agent_archive import AppArchive, project_line
-from dsh_chapters.bootstrap import App, agent_installer, bootstrap, serve_mcp
-from dsh_chapters.cli import Invocation
+from dsh_chapters.app import App
+from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.hooks import HookPayload, after_archive, run_hook, safe_message
+from dsh_chapters.services.agents import AppArchive, project_line
 
 AGENTS = ("claude-code", "codex")
 SCOPES = ("project", "user")
@@ -41,12 +41,17 @@ MCP_INSTRUCTIONS = (
 
 
 def run_mcp(args: argparse.Namespace, inv: Invocation) -> int:
-    archive = AppArchive(lambda: bootstrap(inv.cwd, inv.env))
+    archive = AppArchive(lambda: inv.app)  # composed once, on first use
     try:
-        project = project_line(bootstrap(inv.cwd, inv.env))
+        app = inv.app
+        project = project_line(app)
+        serve = app.factories.serve_mcp
     except ChaptersError as exc:  # a broken config must not keep the tools away: each says why
         project = f"(the project could not be read: {exc.message})"
-    serve_mcp(archive, instructions=MCP_INSTRUCTIONS.format(project=project))
+        from dsh_chapters.bootstrap import FACTORIES  # the server itself needs no project
+
+        serve = FACTORIES.serve_mcp
+    serve(archive, MCP_INSTRUCTIONS.format(project=project))
     return 0
 
 
@@ -58,7 +63,7 @@ def run_hook_command(args: argparse.Namespace, inv: Invocation) -> int:
     if args.after_archive:  # the background half of PreCompact (hooks.pre_compact starts it)
         app: App | None = None
         try:
-            app = bootstrap(inv.cwd, inv.env)
+            app = inv.app
             after_archive(app)
         except Exception as exc:  # a background job reports to its log, and ends
             inv.stderr.write(f"chapters hook --after-archive: {safe_message(app, exc)}\n")
@@ -74,7 +79,7 @@ def run_hook_command(args: argparse.Namespace, inv: Invocation) -> int:
         return 0  # never break the agent, not even over a payload we cannot read
     cwd = Path(payload.cwd) if payload.cwd and Path(payload.cwd).is_dir() else inv.cwd
     try:
-        app = bootstrap(cwd, inv.env)
+        app = inv.app if cwd == inv.cwd else inv.compose(cwd, inv.env)
     except Exception as exc:
         inv.stderr.write(f"chapters hook: {payload.event} skipped: {safe_message(None, exc)}\n")
         return 0
@@ -108,7 +113,7 @@ def codex_home(inv: Invocation) -> Path:
 
 def _installer(app: App) -> Any:
     timeout = math.ceil(app.config.hook_timeout_ms / 1000) + CLAUDE_TIMEOUT_MARGIN_S
-    return agent_installer(app, chapters_command(), hook_timeout_s=timeout)
+    return app.factories.installer(app, chapters_command(), timeout)
 
 
 def _scope(args: argparse.Namespace) -> str:
@@ -135,7 +140,7 @@ def _emit_changes(inv: Invocation, verb: str, agent: str, scope: str,
 
 def run_install(args: argparse.Namespace, inv: Invocation) -> int:
     scope = _scope(args)
-    app = bootstrap(inv.cwd, inv.env)
+    app = inv.app
     installer = _installer(app)
     if args.agent == "codex":
         changes = installer.install_codex(codex_home(inv))
@@ -151,7 +156,7 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
 
 def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
     scope = _scope(args)
-    app = bootstrap(inv.cwd, inv.env)
+    app = inv.app
     installer = _installer(app)
     if args.agent == "codex":
         changes = installer.uninstall_codex(codex_home(inv))

@@ -23,16 +23,11 @@ from dsh_chapters_core.enrich.queue import (
 from dsh_chapters_core.enrich.run import DrainReport, enqueue_own_chapters, enrichment_report
 from dsh_chapters_core.errors import ChaptersError, UsageError
 
-from dsh_chapters import enrichment
-from dsh_chapters.bootstrap import App, bootstrap, model_base_url, model_key_name
-from dsh_chapters.cli import Invocation
-from dsh_chapters.commands.archive import STATUS_SECTIONS, StatusSection
+from dsh_chapters.app import App
+from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.services import enrich as enrichment
 
 CLEAR = "clear"
-
-
-def _app(inv: Invocation) -> App:
-    return bootstrap(inv.cwd, inv.env)
 
 
 def _outcome_line(index: int, total: int, outcome: ChapterOutcome) -> str:
@@ -48,7 +43,7 @@ def _outcome_line(index: int, total: int, outcome: ChapterOutcome) -> str:
 
 
 def run_enrich(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
+    app = inv.app
     if args.auto:
         return _run_auto(app, DrainCause(args.auto), inv)
     if not app.config.enrichment_enabled:
@@ -124,7 +119,7 @@ def _run_auto(app: App, cause: DrainCause, inv: Invocation) -> int:
 
 
 def run_report(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
+    app = inv.app
     rows = enrichment_report(store=app.store, store_tree=app.store_tree,
                              harness_id=app.harness_id)
     state = read_state(app.store_tree)
@@ -154,7 +149,7 @@ def run_report(args: argparse.Namespace, inv: Invocation) -> int:
 
 def _model_data(app: App) -> dict[str, Any]:
     route = enrichment.route_of(app)
-    key_name = model_key_name(route.route) if route.configured else ""
+    key_name = app.factories.model_key_name(route.route) if route.configured else ""
     return {"model": route.route, "baseUrl": route.base_url, "origin": route.origin,
             "keyStored": bool(key_name and app.credentials.read(key_name) is not None),
             "stateFile": f".dsh-chapters/{MODEL_STATE_PATH}"}
@@ -170,7 +165,7 @@ def _model_text(data: dict[str, Any]) -> str:
 
 
 def run_model(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
+    app = inv.app
     if args.route is None:
         if args.key_stdin or args.base_url:
             raise UsageError("--key-stdin and --base-url go with a route",
@@ -182,19 +177,21 @@ def run_model(args: argparse.Namespace, inv: Invocation) -> int:
         if args.route == CLEAR:
             previous = read_model_override(app.store_tree).get("model", "")
             if previous:
-                app.credentials.delete(model_key_name(previous))
+                app.credentials.delete(app.factories.model_key_name(previous))
             write_model_override(app.store_tree, "", "")
             data = {**_model_data(app), "cleared": previous}
             inv.emit(data, (f"cleared the override {previous}; " if previous else
                             "no override was set; ") + _model_text(data))
             return 0
-        model_base_url(args.route, args.base_url or app.config.enrichment_base_url)  # refuses
+        # Refuses a route that names no base URL, before anything is stored.
+        app.factories.model_base_url(args.route,
+                                     args.base_url or app.config.enrichment_base_url)
         if args.key_stdin:
             key = inv.stdin.readline().strip()
             if not key:
                 raise UsageError("--key-stdin read an empty line",
                                  hint="echo \"$KEY\" | chapters enrich model <route> --key-stdin")
-            app.credentials.write(model_key_name(args.route), key)
+            app.credentials.write(app.factories.model_key_name(args.route), key)
         write_model_override(app.store_tree, args.route, args.base_url or "")
     data = _model_data(app)
     inv.emit(data, _model_text(data) + "; durable on this machine "
@@ -205,17 +202,7 @@ def run_model(args: argparse.Namespace, inv: Invocation) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def enrich_section(app: App) -> StatusSection:
-    """`chapters status`: the queue length, the route and the last run."""
-    try:
-        return StatusSection("enrich", enrichment.queue_summary(app), enrichment.status_lines(app))
-    except ChaptersError as exc:  # enrichment never breaks the local status
-        return StatusSection("enrich", {"error": exc.message}, [f"enrich     {exc.message}"])
-
-
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    if enrich_section not in STATUS_SECTIONS:
-        STATUS_SECTIONS.append(enrich_section)
     enrich = subparsers.add_parser(
         "enrich", parents=[common], help="relabel chapters with a model (off the archive path)",
         description="Relabel archived chapters (title, summary, topics) with a model, after the "

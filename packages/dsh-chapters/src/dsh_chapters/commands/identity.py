@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import Any
 
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.redact import FAMILIES, Redaction, redact
 
-from dsh_chapters.cli import Invocation
-
-_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)$')
-_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?$")
+from dsh_chapters.commands.invocation import Invocation
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -40,53 +36,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     red.set_defaults(run=run_redact)
 
 
-def _unquote(raw: str) -> str:
-    """A git config value: comments dropped, quotes and escapes resolved."""
-    out: list[str] = []
-    quoted = False
-    index = 0
-    while index < len(raw):
-        ch = raw[index]
-        if ch == "\\" and index + 1 < len(raw):
-            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(raw[index + 1], raw[index + 1]))
-            index += 2
-            continue
-        if ch == '"':
-            quoted = not quoted
-        elif ch in "#;" and not quoted:
-            break
-        else:
-            out.append(ch)
-        index += 1
-    return "".join(out).strip()
-
-
-def remotes_in_config(text: str) -> list[tuple[str, str]]:
-    """(name, url) of every `[remote "name"]` with a url, in file order."""
-    found: dict[str, str] = {}
-    section: tuple[str, str] | None = None
-    for line in text.splitlines():
-        header = _SECTION.match(line)
-        if header:
-            section = (header.group(1).lower(), header.group(2) or "")
-            line = header.group(3)
-            if not line.strip():
-                continue
-        entry = _ENTRY.match(line)
-        if entry and section and section[0] == "remote" and entry.group(1).lower() == "url":
-            url = _unquote(entry.group(2) or "")
-            if url and section[1] not in found:
-                found[section[1]] = url
-    return list(found.items())
-
-
-def _app(inv: Invocation) -> Any:
-    # Imported here: bootstrap imports this module for `remotes_in_config`.
-    from dsh_chapters.bootstrap import bootstrap
-
-    return bootstrap(inv.cwd, inv.env)
-
-
 def run_key(args: argparse.Namespace, inv: Invocation) -> int:
     if args.remote is not None:
         identity = derive_project_key(remote=args.remote)
@@ -99,7 +48,7 @@ def run_key(args: argparse.Namespace, inv: Invocation) -> int:
     else:
         # The workspace's own identity: config `projectKey`, else its git remote (`origin`
         # first), else its path (§2.3), exactly as every other command derives it.
-        identity = _app(inv).identity
+        identity = inv.app.identity
     data = {
         "projectKey": identity.project_key,
         "canonical": identity.canonical,
@@ -150,7 +99,7 @@ def _report(result: Redaction, inv: Invocation) -> None:
 
 
 def run_redact(args: argparse.Namespace, inv: Invocation) -> int:
-    patterns = _app(inv).config.redaction_patterns  # additive to the built-ins (§12)
+    patterns = inv.app.config.redaction_patterns  # additive to the built-ins (§12)
     text, binary = _read_all(inv.stdin)
     result = redact(text, patterns)
     _write(inv.stdout, result.text, binary)

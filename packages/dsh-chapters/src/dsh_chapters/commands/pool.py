@@ -1,8 +1,8 @@
-"""`chapters link`, `chapters sync`, `chapters list --pool` and `chapters demo` (§2.1, §5).
+"""`chapters link`, `chapters sync` and `chapters list --pool` (§2.1, §5).
 
-Every command composes the App through `bootstrap` and calls the core's sync use case through
-`dsh_chapters.knowledge_pool`. A token given to `link` goes to the credential store and is
-never printed, logged or written into the workspace.
+Every command calls the pool service (`dsh_chapters.services.pool`) over the composed App. A
+token given to `link` goes to the credential store and is never printed, logged or written
+into the workspace.
 """
 
 from __future__ import annotations
@@ -13,14 +13,9 @@ from typing import Any
 from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.sync import SyncMode, pool_chapters
 
-from dsh_chapters import knowledge_pool
-from dsh_chapters.bootstrap import App, bootstrap
-from dsh_chapters.cli import Invocation
-
-
-def _app(inv: Invocation) -> App:
-    return bootstrap(inv.cwd, inv.env)
-
+from dsh_chapters.app import App
+from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.services import pool as knowledge_pool
 
 # ---------------------------------------------------------------------------------------------
 # chapters link
@@ -39,7 +34,7 @@ def _read_token(args: argparse.Namespace, inv: Invocation) -> str | None:
 
 
 def run_link(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
+    app = inv.app
     if args.remote is None:
         return _show_link(app, inv)
     token = _read_token(args, inv)
@@ -93,7 +88,7 @@ def _show_link(app: App, inv: Invocation) -> int:
 
 
 def run_sync(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
+    app = inv.app
     mode = SyncMode.PULL if args.pull else SyncMode.PUSH if args.push else SyncMode.FULL
     report = knowledge_pool.run_sync(app, mode)
     inv.emit(report.to_json(), report.line())
@@ -114,7 +109,7 @@ def run_sync(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_list_pool(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
+    app = inv.app
     chapters = pool_chapters(app.mirror_tree, app.identity.project_key)
     data = [
         {
@@ -148,16 +143,6 @@ def run_list_pool(args: argparse.Namespace, inv: Invocation) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------------------------
-# chapters demo
-
-
-def run_demo(args: argparse.Namespace, inv: Invocation) -> int:
-    from dsh_chapters.demo import run_two_machine_demo
-
-    return run_two_machine_demo(inv, keep=args.keep)
-
-
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     link = subparsers.add_parser(
         "link",
@@ -186,14 +171,3 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     which.add_argument("--pull", action="store_true", help="only pull and copy in")
     which.add_argument("--push", action="store_true", help="only publish and push")
     sync.set_defaults(run=run_sync)
-
-    demo = subparsers.add_parser(
-        "demo",
-        parents=[common],
-        help="two machines share one pool, in temporary workspaces",
-        description="Creates two machines and a local-path pool in a temporary directory, "
-        "archives a bundled sample session on A, syncs both, shows B reading A's "
-        "chapters, then the offline case degrading and recovering.",
-    )
-    demo.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    demo.set_defaults(run=run_demo)

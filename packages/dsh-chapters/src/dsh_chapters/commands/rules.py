@@ -9,113 +9,19 @@ machine's notice and no other's (amendment 2026-09-20). The notice is the core's
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import Any
 
 from dsh_chapters_core.errors import UsageError
-from dsh_chapters_core.notice import Notice, NoticeContext, build_notice
-from dsh_chapters_core.projectkey import project_slug
 from dsh_chapters_core.rules import (
-    ProposalResult,
     Rule,
-    RuleAuthor,
-    RuleProposal,
     RuleStatus,
-    StatusChange,
-    add_rule,
     category_slug,
-    load_rules,
     rule_json,
-    set_rule_status,
     status_counts,
 )
 
-from dsh_chapters.cli import Invocation
-
-MIRROR_INDEX = "index"  # the pool's derived shards (§10.2), relative to the mirror
-
-
-def _app(inv: Invocation) -> Any:
-    from dsh_chapters.bootstrap import bootstrap
-
-    return bootstrap(inv.cwd, inv.env)
-
-
-def _relative(app: Any, root: str) -> str:
-    """A workspace-relative path, so every link in the notice opens with a plain `read`."""
-    try:
-        return Path(root).resolve().relative_to(Path(app.workspace).resolve()).as_posix()
-    except ValueError:
-        return Path(root).as_posix()
-
-
-# -- app-level entry points (the MCP server and the hooks call these too) ---------------------
-
-
-def propose(app: Any, category: str, text: str, *, session: str = "",
-            author: RuleAuthor = RuleAuthor.USER) -> ProposalResult:
-    """Write a proposal on this machine. An agent's is `proposed` like any other (§11.3)."""
-    return add_rule(
-        app.store_tree, app.store, app.lock,
-        RuleProposal(category=category, text=text, source_session=session, author=author),
-        harness_id=app.harness_id, project_key=app.identity.project_key, clock=app.clock,
-        config=app.config,
-    )
-
-
-def set_status(app: Any, rule_id: str, status: RuleStatus) -> StatusChange:
-    return set_rule_status(
-        app.store_tree, app.store, app.lock, rule_id, status, harness_id=app.harness_id,
-        clock=app.clock, config=app.config,
-    )
-
-
-def rules_here(app: Any) -> tuple[Rule, ...]:
-    """Every rule in the store, with its effective status on this machine."""
-    return load_rules(app.store_tree, app.store, app.harness_id)
-
-
-def notice_context(
-    app: Any, *, session: str = "", title: str = "", handoff: str = ""
-) -> NoticeContext:
-    store_dir = _relative(app, app.store_tree.root)
-    mirror_root = app.mirror_tree.root
-    # search.md: the pool mirror is the door once the project is linked and pulled.
-    linked = os.path.isdir(os.path.join(mirror_root, MIRROR_INDEX))
-    shard_dir = (f"{_relative(app, mirror_root)}/{MIRROR_INDEX}" if linked
-                 else f"{store_dir}/{MIRROR_INDEX}")
-    return NoticeContext(
-        project_slug=project_slug(app.identity),
-        project_key=app.identity.project_key,
-        derivation=app.identity.derivation,
-        session_id=session,
-        title=title,
-        handoff=handoff,
-        store_dir=store_dir,
-        shard_dir=shard_dir,
-    )
-
-
-def root_session(app: Any, session: str) -> str:
-    """The store directory holding `session`'s chapters: itself, or the root it was forked
-    from (its record names it). Without a session: the one the last archive wrote."""
-    if not session:
-        last = app.log.last("archive") or {}
-        paths = [p for p in last.get("chapters", ()) if isinstance(p, str) and "/" in p]
-        return paths[0].split("/", 1)[0] if paths else str(last.get("sessionId", ""))
-    if os.path.isdir(os.path.join(app.store_tree.root, session)):
-        return session
-    record = app.store.session_meta().get(session, {})
-    return str(record.get("rootSessionId", "")) or session
-
-
-def notice(app: Any, *, session: str = "", title: str = "", handoff: str = "") -> Notice:
-    """The continuation notice for `session` on this machine (reads no other session)."""
-    ctx = notice_context(app, session=root_session(app, session), title=title, handoff=handoff)
-    return build_notice(app.store_tree, app.store, ctx, config=app.config,
-                        harness_id=app.harness_id)
-
+from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.services.rules import notice, propose, rules_here, set_status
 
 # -- rendering ----------------------------------------------------------------------------------
 
@@ -153,7 +59,7 @@ def _table(rules: tuple[Rule, ...]) -> str:
 
 
 def run_add(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
+    app = inv.app
     result = propose(app, args.category, args.text, session=args.session or "")
     rule = result.rule
     data = {"created": result.created, "rule": rule_json(rule)}
@@ -169,7 +75,7 @@ def run_add(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_list(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
+    app = inv.app
     every = rules_here(app)
     shown = every
     if args.proposed:
@@ -199,7 +105,7 @@ def run_list(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def _run_status(args: argparse.Namespace, inv: Invocation, status: RuleStatus) -> int:
-    app = _app(inv)
+    app = inv.app
     change = set_status(app, args.id, status)
     rule = change.rule
     verb = "approved" if status is RuleStatus.CORE else "revoked"
@@ -225,7 +131,7 @@ def run_revoke(args: argparse.Namespace, inv: Invocation) -> int:
 def run_notice(args: argparse.Namespace, inv: Invocation) -> int:
     if args.session is not None and not args.session.strip():
         raise UsageError("--session is empty", hint="pass a session id, or leave --session out")
-    app = _app(inv)
+    app = inv.app
     result = notice(app, session=args.session or "", title=args.title or "",
                     handoff=args.handoff or "")
     selection = result.rules

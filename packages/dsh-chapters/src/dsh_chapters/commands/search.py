@@ -14,46 +14,32 @@ from typing import Any
 
 from dsh_chapters_core.curation import edits_path
 from dsh_chapters_core.errors import UsageError
-from dsh_chapters_core.reading import (
-    read_lines,
-    read_text,
-    resolve,
-    search_lines,
-    table_of_contents,
-)
+from dsh_chapters_core.ports.agents import ArtifactAction
 from dsh_chapters_core.search.packing import AnswerStatus
-from dsh_chapters_core.search.service import (
-    RefreshReport,
-    SearchRequest,
-    read_search_status,
-    status_line,
+from dsh_chapters_core.search.service import SearchRequest
+
+from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.services.search import (
+    EmptyQueryError,
+    merge_topics,
+    read_artifact,
+    refresh_index,
+    search_answer,
 )
 
-from dsh_chapters.bootstrap import App, bootstrap, open_search, read_roots
-from dsh_chapters.cli import Invocation
-from dsh_chapters.commands.archive import STATUS_SECTIONS, StatusSection
-
-ARTIFACT_ACTIONS = ("read", "toc", "search")
-
-
-def _app(inv: Invocation) -> App:
-    return bootstrap(inv.cwd, inv.env)
+ARTIFACT_ACTIONS = tuple(str(a) for a in (ArtifactAction.READ, ArtifactAction.TOC,
+                                          ArtifactAction.SEARCH))
 
 
 def run_search(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
     query = " ".join(args.query)
-    if not query.strip() and not args.topic:
-        raise UsageError("nothing to search for", hint='chapters search "<query>" [--topic T]')
-    service = open_search(app)
+    app = inv.app
     try:
-        for door in service.doors:
-            service.bring_current(door)  # a walk of stats; reads only what changed
-        answer = service.search(SearchRequest(
+        answer = search_answer(app, SearchRequest(
             query=query, max_tokens=args.max_tokens, topic=args.topic or "",
             cross_project=args.cross_project, project_key=app.identity.project_key))
-    finally:
-        service.close()
+    except EmptyQueryError as exc:
+        raise UsageError(exc.message, hint='chapters search "<query>" [--topic T]') from None
     text = answer.text()
     if answer.status is AnswerStatus.EMPTY:
         text += "\n  next: archive a session first (`chapters archive <file>` or `chapters import`)"
@@ -64,15 +50,7 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_index(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
-    service = open_search(app)
-    reports: list[RefreshReport] = []
-    try:
-        with app.lock.hold(app.config.sync_timeout_ms / 1000):  # vocabApply writes facts
-            for door in service.doors:
-                reports.append(service.refresh(door, rebuild=args.rebuild, vocabulary=True))
-    finally:
-        service.close()
+    reports = refresh_index(inv.app, rebuild=args.rebuild)
     lines = [r.line() for r in reports]
     for report in reports:
         for candidate in report.candidates:
@@ -86,16 +64,9 @@ def run_index(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_topic_merge(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
-    service = open_search(app)
-    try:
-        with app.lock.hold(app.config.sync_timeout_ms / 1000):
-            fact = service.merge_topics(args.source, args.target)
-            for door in service.doors:
-                service.refresh(door)  # the shards and vocabulary.json follow the new fact
-    finally:
-        service.close()
-    path = f".dsh-chapters/{edits_path(app.harness_id)}"
+    app = inv.app
+    fact = merge_topics(app, args.source, args.target)
+    path = f"{app.store_dir()}/{edits_path(app.harness_id)}"
     data = {"fact": {"type": str(fact.type), **dict(fact.fields), "author": fact.author,
                      "at": fact.at}, "path": path}
     inv.emit(data, f"topic-alias {fact.get('from')} -> {fact.get('to')} (author: user) "
@@ -104,7 +75,6 @@ def run_topic_merge(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_artifact(args: argparse.Namespace, inv: Invocation) -> int:
-    app = _app(inv)
     action = args.action or "read"
     if action not in ARTIFACT_ACTIONS:
         raise UsageError(f"chapters artifact: unknown action {action!r}",
@@ -112,29 +82,10 @@ def run_artifact(args: argparse.Namespace, inv: Invocation) -> int:
     if action != "search" and args.words:
         raise UsageError(f"chapters artifact {action} takes no words, got {' '.join(args.words)!r}",
                          hint="chapters artifact <path|sha> search <words>")
-    found = resolve(args.ref, read_roots(app))
-    text = read_text(found)
-    config = app.config
-    result: Any
-    if action == "toc":
-        result = table_of_contents(text, path=found.display, config=config)
-    elif action == "search":
-        result = search_lines(text, " ".join(args.words), path=found.display, config=config,
-                              limit=args.limit)
-    else:
-        result = read_lines(text, path=found.display, config=config, offset=args.offset,
-                            limit=args.limit)
-    inv.emit({"root": found.root.name, **result.to_json()}, result.text())
+    page = read_artifact(inv.app, args.ref, ArtifactAction(action), query=" ".join(args.words),
+                         offset=args.offset, limit=args.limit)
+    inv.emit({"root": page.found.root.name, **page.result.to_json()}, page.result.text())
     return 0
-
-
-def search_section(app: App) -> StatusSection:
-    """`chapters status`: shard count and vocabulary candidates per door (last refresh)."""
-    return StatusSection("search", read_search_status(app.store_tree),
-                         [status_line(app.store_tree)])
-
-
-STATUS_SECTIONS.append(search_section)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

@@ -1,7 +1,8 @@
 """The `AgentArchive` the MCP server answers from, built from the composed App (issue #8).
 
-Each tool call composes the App afresh, so a `chapters link` or a pull made while the agent
-runs is seen by its next call. Every operation is a use case the CLI already runs: the search
+The App is composed once, on the first tool call, and reused (a pull made while the agent runs
+is still seen: each call opens the doors that exist then). Every operation is a use case the
+CLI already runs: the search
 service and its one scorer (`chapters search`), the core's contained, line-capped reader
 (`chapters artifact`), and the rules use cases (`chapters rule list|add`). Nothing here ranks,
 reads or picks rules a second way.
@@ -17,7 +18,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.errors import ChaptersError, RefusalError, UsageError
+from dsh_chapters_core.errors import ChaptersError, RefusalError
 from dsh_chapters_core.ports.agents import ArtifactAction, Page, RuleListing, TokenBudget
 from dsh_chapters_core.projectkey import project_slug
 from dsh_chapters_core.reading import (
@@ -28,16 +29,15 @@ from dsh_chapters_core.reading import (
     read_lines,
     read_text,
     resolve,
-    search_lines,
-    table_of_contents,
 )
 from dsh_chapters_core.rules import ProposalResult, RuleAuthor, RuleStatus, category_slug
 from dsh_chapters_core.search.index import DoorLayout, is_document_path
 from dsh_chapters_core.search.packing import SearchAnswer
 from dsh_chapters_core.search.service import SearchRequest
 
-from dsh_chapters.bootstrap import App, open_search, read_roots
-from dsh_chapters.commands.rules import propose, rules_here
+from dsh_chapters.app import App
+from dsh_chapters.services.rules import propose, rules_here
+from dsh_chapters.services.search import read_artifact, search_answer
 
 # The session an agent runs in, recorded by the SessionStart hook (machine-local state, §3.1).
 AGENT_SESSION_STATE = "state/agent-session.json"
@@ -128,7 +128,15 @@ class AppArchive:
     """`AgentArchive` (dsh_chapters_core.ports.agents) over the app's use cases."""
 
     def __init__(self, compose: Callable[[], App]) -> None:
-        self._compose = compose
+        self._compose_app = compose
+        self._app: App | None = None
+
+    def _compose(self) -> App:
+        # Once per process; a failure (a bad config) is raised again at the next call, so each
+        # tool says why instead of the server refusing to start.
+        if self._app is None:
+            self._app = self._compose_app()
+        return self._app
 
     def project_line(self) -> str:
         return project_line(self._compose())
@@ -136,23 +144,14 @@ class AppArchive:
     def search(
         self, query: str, *, max_tokens: int | None, topic: str, cross_project: bool
     ) -> SearchAnswer:
-        if not query.strip() and not topic.strip():
-            raise UsageError("nothing to search for: query and topic are both empty",
-                             hint="pass words in query, or a topic name")
         app = self._compose()
-        service = open_search(app)
-        try:
-            for door in service.doors:
-                service.refresh(door)  # O(delta), exactly as `chapters search` does
-            return service.search(SearchRequest(
-                query=query, max_tokens=max_tokens, topic=topic, cross_project=cross_project,
-                project_key=app.identity.project_key))
-        finally:
-            service.close()
+        return search_answer(app, SearchRequest(
+            query=query, max_tokens=max_tokens, topic=topic, cross_project=cross_project,
+            project_key=app.identity.project_key))
 
     def read(self, path: str, *, offset: int, limit: int | None) -> Page:
         app = self._compose()
-        found = resolve(path, read_roots(app))  # containment: `..`, absolute, symlinks out
+        found = resolve(path, app.read_roots())  # containment: `..`, absolute, symlinks out
         if not is_readable_document(found):
             raise ChaptersError(
                 f"refused: {found.display} is not a chapter, rule or topic shard",
@@ -173,17 +172,8 @@ class AppArchive:
         max_tokens: int | None,
     ) -> Page:
         app = self._compose()
-        found = resolve(ref, read_roots(app))
-        text = read_text(found)
-        config = app.config
-        result: LineSlice | Toc | LineMatches
-        if action is ArtifactAction.TOC:
-            result = table_of_contents(text, path=found.display, config=config)
-        elif action is ArtifactAction.SEARCH:
-            result = search_lines(text, query, path=found.display, config=config, limit=limit)
-        else:
-            result = read_lines(text, path=found.display, config=config, offset=offset,
-                                limit=limit)
+        page = read_artifact(app, ref, action, query=query, offset=offset, limit=limit)
+        found, result, config = page.found, page.result, app.config
         if max_tokens is None:
             return Page(found.root.name, result)
         fitted, budget = fit_page(result, max_tokens, config)

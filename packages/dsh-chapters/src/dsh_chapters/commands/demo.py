@@ -8,6 +8,7 @@ root; the demo only summarizes what they answered.
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -21,7 +22,8 @@ from typing import Any
 
 from dsh_chapters_core.errors import ChaptersError
 
-from dsh_chapters.cli import COMMAND_FAMILIES, Invocation, build_parser
+from dsh_chapters.commands import build_parser
+from dsh_chapters.commands.invocation import Invocation
 
 SAMPLES = ("demo-session.jsonl", "demo-session-2.jsonl")
 DEMO_PROJECT = "github.com/ada/widgets"
@@ -150,19 +152,17 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
         )
         for row in _pool_chapters_text(listed, 3):
             story.more(row)
-        if "search" in COMMAND_FAMILIES:
-            found = b.must("search", *DEMO_QUERY.split())
-            matches = found.get("matches", [])
-            story.say(
-                b.name,
-                f"searches {DEMO_QUERY!r}: shown {found.get('shown', 0)} of "
-                f"{found.get('total', 0)} in its {found.get('door', 'store')}",
-                matches=[m.get("path", "") for m in matches],
-            )
-            for match in matches[:2]:
-                name = match.get("path", "").rsplit("/", 1)[-1]
-                story.more(f"{name}  ({_clip(match.get('title', ''), 60)})")
-
+        found = b.must("search", *DEMO_QUERY.split())
+        matches = found.get("matches", [])
+        story.say(
+            b.name,
+            f"searches {DEMO_QUERY!r}: shown {found.get('shown', 0)} of "
+            f"{found.get('total', 0)} in its {found.get('door', 'store')}",
+            matches=[m.get("path", "") for m in matches],
+        )
+        for match in matches[:2]:
+            name = match.get("path", "").rsplit("/", 1)[-1]
+            story.more(f"{name}  ({_clip(match.get('title', ''), 60)})")
         # Offline: the pool's drive goes away (a dropped mount). The mirror knows its pool, so
         # the next sync reports it missing instead of creating a new, empty one.
         away = root / "shared-drive.unplugged"
@@ -203,3 +203,20 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
         "\n".join([header, *story.lines, footer]),
     )
     return 0
+
+
+def run_demo(args: argparse.Namespace, inv: Invocation) -> int:
+    return run_two_machine_demo(inv, keep=args.keep)
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    demo = subparsers.add_parser(
+        "demo",
+        parents=[common],
+        help="two machines share one pool, in temporary workspaces",
+        description="Creates two machines and a local-path pool in a temporary directory, "
+        "archives a bundled sample session on A, syncs both, shows B reading A's "
+        "chapters, then the offline case degrading and recovering.",
+    )
+    demo.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    demo.set_defaults(run=run_demo)

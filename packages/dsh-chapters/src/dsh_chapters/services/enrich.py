@@ -33,13 +33,10 @@ from dsh_chapters_core.enrich.queue import (
 from dsh_chapters_core.enrich.run import DrainReport, Progress, drain, enqueue_archived
 from dsh_chapters_core.errors import ChaptersError
 
-from dsh_chapters.bootstrap import (
-    ENRICH_IDLE_LOCK,
-    ENRICH_RUN_LOCK,
-    App,
-    enrichment_lock,
-    open_model_door,
-)
+from dsh_chapters.app import App
+
+ENRICH_RUN_LOCK = "state/enrich-run.lock"  # one drain at a time
+ENRICH_IDLE_LOCK = "state/enrich-idle.lock"  # one idle waiter at a time
 
 ENRICH_LOG = "logs/enrich.log"  # the background drains' stdout and stderr (never published)
 
@@ -66,7 +63,7 @@ def note_archived(app: App, paths: list[str]) -> int:
                                   config=app.config, paths=paths)
         if queued and launch_after_archive(config=app.config, route=route_of(app),
                                            pushed=False) is DrainCause.IDLE and not _alive(
-                enrichment_lock(app, ENRICH_IDLE_LOCK).holder_pid()):
+                app.factories.drain_lock(app, ENRICH_IDLE_LOCK).holder_pid()):
             # A waiter already running sees the new chapters and extends its quiet window, so
             # an import of many sessions starts one waiter, not one per session.
             launch_worker(app, DrainCause.IDLE)
@@ -156,14 +153,15 @@ def _reap() -> None:
 
 def run_drain(app: App, cause: DrainCause, progress: Progress | None = None) -> DrainReport:
     """One drain under the drain lock; when another process drains, leave the queue to it."""
-    lock = enrichment_lock(app, ENRICH_RUN_LOCK)
+    lock = app.factories.drain_lock(app, ENRICH_RUN_LOCK)
     with lock.try_hold() as mine:
         if not mine:
             pid = lock.holder_pid()
             reason = f"another drain (pid {pid or '?'}) is running"
             return DrainReport(DrainDecision(False, reason=reason), route_of(app))
         return drain(store=app.store, store_tree=app.store_tree, lock=app.lock, clock=app.clock,
-                     config=app.config, open_door=lambda route: open_model_door(app, route),
+                     config=app.config,
+                     open_door=lambda route: app.factories.model_door(app, route),
                      harness_id=app.harness_id, cause=cause, progress=progress)
 
 
@@ -182,7 +180,7 @@ def idle_drain(
     next archive or `chapters enrich run` tries again), so a down server is never polled."""
     reports: list[DrainReport] = []
     while True:
-        with enrichment_lock(app, ENRICH_IDLE_LOCK).try_hold() as mine:
+        with app.factories.drain_lock(app, ENRICH_IDLE_LOCK).try_hold() as mine:
             if not mine:
                 return reports
             finished, seen = _idle_pass(app, sleep, progress, reports)

@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
-from dsh_chapters_core.config import Config
 from dsh_chapters_core.errors import ChaptersError, FailureCode, TransportError, UsageError
-from dsh_chapters_core.ports.clock import Clock
-from dsh_chapters_core.ports.store import CredentialStore, FileTree, WriterLock
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, ProviderFactory
-from dsh_chapters_core.projectkey import ProjectIdentity
 from dsh_chapters_core.search.index import MANIFEST_PATH
 from dsh_chapters_core.search.service import DoorName, derived_files
 from dsh_chapters_core.sync import (
@@ -38,11 +33,13 @@ from dsh_chapters_core.sync import (
     select_provider,
     sync,
 )
+from dsh_chapters_fs.workspace import set_project_setting
 
-MIRROR_DIRNAME = ".dsh-knowledge"
+from dsh_chapters.app import MIRROR_DIRNAME, App
+from dsh_chapters.services import enrich
+
 GITIGNORE_ENTRIES = (f"{MIRROR_DIRNAME}/", f"{MIRROR_DIRNAME}.*/")
 GITIGNORE_STATE = "state/gitignore.json"  # records that the hint was written (so: once)
-PROJECT_CONFIG = "config.toml"  # under `.dsh-chapters/`
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 # What to do next, per failure code (§5.3; amendment 2026-09-21: auth surfaces a re-link).
@@ -55,40 +52,6 @@ NEXT_STEP: dict[str, str] = {
     FailureCode.REFUSED: "check the pool's path or URL and its permissions with `chapters link`",
     FailureCode.NOT_FOUND: "check the pool's path or URL with `chapters link`",
 }
-
-
-class PoolApp(Protocol):
-    """What this module reads of the composed App (bootstrap.App satisfies it)."""
-
-    @property
-    def workspace(self) -> Path: ...
-
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def harness_id(self) -> str: ...
-
-    @property
-    def identity(self) -> ProjectIdentity: ...
-
-    @property
-    def lock(self) -> WriterLock: ...
-
-    @property
-    def clock(self) -> Clock: ...
-
-    @property
-    def credentials(self) -> CredentialStore: ...
-
-    @property
-    def store_tree(self) -> FileTree: ...
-
-    @property
-    def mirror_tree(self) -> FileTree: ...
-
-    @property
-    def provider_factories(self) -> tuple[ProviderFactory, ...]: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,46 +135,11 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
 # The project config file (`.dsh-chapters/config.toml`): one flat string key at a time.
 
 
-def _toml_string(value: str) -> str:
-    # A JSON string is a TOML basic string, once DEL (legal in JSON, not in TOML) is escaped.
-    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def set_project_setting(store_root: Path, key: str, value: str) -> Path:
-    """Set `key = "value"` in the project config, keeping every other line as it was."""
-    path = store_root / PROJECT_CONFIG
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    new_line = f"{key} = {_toml_string(value)}"
-    out: list[str] = []
-    replaced = False
-    for line in lines:
-        bare = line.split("=", 1)[0].strip().strip('"')
-        if (
-            not replaced
-            and "=" in line
-            and not line.lstrip().startswith(("#", "["))
-            and bare == key
-        ):
-            out.append(new_line)
-            replaced = True
-        else:
-            out.append(line)
-    if not replaced:
-        # Before any [table], so the key stays top-level.
-        at = next((i for i, line in enumerate(out) if line.lstrip().startswith("[")), len(out))
-        out.insert(at, new_line)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 # ---------------------------------------------------------------------------------------------
 # Providers and sync
 
 
-def choose_factory(app: PoolApp, remote: str | None = None) -> ProviderFactory:
+def choose_factory(app: App, remote: str | None = None) -> ProviderFactory:
     return select_provider(
         app.provider_factories,
         remote if remote is not None else app.config.knowledge_remote,
@@ -219,7 +147,7 @@ def choose_factory(app: PoolApp, remote: str | None = None) -> ProviderFactory:
     )
 
 
-def open_provider(app: PoolApp, remote: str | None = None) -> KnowledgeProvider:
+def open_provider(app: App, remote: str | None = None) -> KnowledgeProvider:
     target = app.config.knowledge_remote if remote is None else remote
     factory = choose_factory(app, target)
     context = ProviderContext(
@@ -235,7 +163,7 @@ def open_provider(app: PoolApp, remote: str | None = None) -> KnowledgeProvider:
     return factory.create(context)
 
 
-def _hint_gitignore(app: PoolApp) -> tuple[str, ...]:
+def _hint_gitignore(app: App) -> tuple[str, ...]:
     """§3.1: the first sync adds the mirror to the project's `.gitignore`, once (and the
     `.dsh-knowledge.stale-*`/`.tmp-*` siblings a provider may leave). Returns what it added."""
     if app.store_tree.exists(GITIGNORE_STATE):
@@ -262,7 +190,7 @@ def _scrub(report: SyncReport, token: str | None) -> SyncReport:
     return SyncReport.from_json(cleaned)
 
 
-def run_sync(app: PoolApp, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
+def run_sync(app: App, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
     """One sync of the linked pool. Refuses (ChaptersError) only when nothing is linked or the
     provider policy contradicts the remote; transport failures come back as local-only."""
     provider = open_provider(app)
@@ -285,16 +213,12 @@ def run_sync(app: PoolApp, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
     return _scrub(report, app.credentials.read(app.identity.project_key))
 
 
-def _derive_index(app: PoolApp) -> Callable[[], Mapping[str, bytes]] | None:
+def _derive_index(app: App) -> Callable[[], Mapping[str, bytes]] | None:
     """§10.2: the mirror door's derived index (shards, manifest, vocabulary), refreshed from
     the mirror as sync leaves it, for sync to stage into the pool commit."""
-    from dsh_chapters.bootstrap import App, open_search  # late, like `_after_push`
-
-    if not isinstance(app, App):
-        return None
 
     def derive() -> Mapping[str, bytes]:
-        service = open_search(app)
+        service = app.open_search()
         try:
             door = service.door(DoorName.MIRROR)
             if door is None:
@@ -316,11 +240,11 @@ class SyncRefused:
     hint: str = ""
 
 
-def is_linked(app: PoolApp) -> bool:
+def is_linked(app: App) -> bool:
     return bool(app.config.knowledge_remote)
 
 
-def before_archive(app: PoolApp) -> SyncReport | SyncRefused | None:
+def before_archive(app: App) -> SyncReport | SyncRefused | None:
     """§5.1: pull before an archive point, best effort (None when no pool is linked)."""
     if not is_linked(app):
         return None
@@ -330,7 +254,10 @@ def before_archive(app: PoolApp) -> SyncReport | SyncRefused | None:
         return SyncRefused(exc.message, exc.hint)
 
 
-def after_archive(app: PoolApp) -> SyncReport | PushDecision | SyncRefused | None:
+SyncPointOutcome = SyncReport | PushDecision | SyncRefused | None
+
+
+def after_archive(app: App) -> SyncPointOutcome:
     """§5.1: the debounced push after an archive. Never raises: the archive already succeeded
     and stays so (§5.3). None when no pool is linked."""
     if not is_linked(app):
@@ -350,12 +277,8 @@ def after_archive(app: PoolApp) -> SyncReport | PushDecision | SyncRefused | Non
     return outcome
 
 
-def _after_push(app: PoolApp, outcome: SyncReport | PushDecision) -> None:
-    from dsh_chapters import enrichment  # imported late: enrichment imports the composition root
-    from dsh_chapters.bootstrap import App
-
-    if isinstance(app, App):
-        enrichment.after_push(app, outcome)
+def _after_push(app: App, outcome: SyncReport | PushDecision) -> None:
+    enrich.after_push(app, outcome)
 
 
 def describe_sync_point(outcome: SyncReport | PushDecision | SyncRefused | None) -> str:
@@ -413,7 +336,7 @@ class LinkResult:
 
 
 def link_pool(
-    app: PoolApp, store_root: Path, remote: str, token: str | None, cwd: Path
+    app: App, store_root: Path, remote: str, token: str | None, cwd: Path
 ) -> LinkResult:
     """Bind the project to a pool: a local path, or a network URL with its token.
 
@@ -453,7 +376,7 @@ def link_pool(
     )
 
 
-def _resolve_pool_at_link(app: PoolApp, target: str) -> None:
+def _resolve_pool_at_link(app: App, target: str) -> None:
     """Open the pool once so a bad token or a missing service fails the link, not a later sync.
     On failure the stored token is removed and the config is left as it was."""
     provider = open_provider(app, target)
@@ -511,7 +434,7 @@ class PoolStatus:
         yield from iter_pool_lines(self.state.report, self.pending, self.state)
 
 
-def pool_status(app: PoolApp) -> PoolStatus:
+def pool_status(app: App) -> PoolStatus:
     state = read_sync_state(app.store_tree)
     pending = len(
         pending_paths(
@@ -544,7 +467,7 @@ def pool_status(app: PoolApp) -> PoolStatus:
     )
 
 
-def status_lines(app: PoolApp) -> list[str]:
+def status_lines(app: App) -> list[str]:
     """The pool lines of `chapters status` (the archive family's command prints them)."""
     status = pool_status(app)
     if not status.remote:

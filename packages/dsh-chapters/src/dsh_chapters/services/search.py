@@ -1,0 +1,97 @@
+"""Search, the index, topic curation and reading archived text back (§8, §10, search.md).
+
+One path for every caller: `chapters search`, the MCP `chapters_search` and the viewer all call
+`search_answer`, so the empty-query rule and the index refresh cannot drift between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsh_chapters_core.curation import CurationFact
+from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.ports.agents import ArtifactAction
+from dsh_chapters_core.reading import (
+    LineMatches,
+    LineSlice,
+    ResolvedFile,
+    Toc,
+    read_lines,
+    read_text,
+    resolve,
+    search_lines,
+    table_of_contents,
+)
+from dsh_chapters_core.search.packing import SearchAnswer
+from dsh_chapters_core.search.service import RefreshReport, SearchRequest
+
+from dsh_chapters.app import App
+
+
+class EmptyQueryError(UsageError):
+    """A search with neither words nor a topic: every caller refuses it the same way."""
+
+
+def check_query(query: str, topic: str) -> None:
+    if not query.strip() and not topic.strip():
+        raise EmptyQueryError("nothing to search for: query and topic are both empty",
+                              hint="pass words to look for, or a topic name")
+
+
+def search_answer(app: App, request: SearchRequest) -> SearchAnswer:
+    """Bring each door's index up to date (O(delta): only new or changed files are read),
+    then rank with the one scorer and pack to the request's budget."""
+    check_query(request.query, request.topic)
+    service = app.open_search()
+    try:
+        for door in service.doors:
+            service.bring_current(door)
+        return service.search(request)
+    finally:
+        service.close()
+
+
+def refresh_index(app: App, *, rebuild: bool) -> list[RefreshReport]:
+    """`chapters index`: every door, with the vocabulary pass; `rebuild` is the recovery path."""
+    service = app.open_search()
+    try:
+        with app.lock.hold(app.config.sync_timeout_ms / 1000):  # vocabApply writes facts
+            return [service.refresh(door, rebuild=rebuild, vocabulary=True)
+                    for door in service.doors]
+    finally:
+        service.close()
+
+
+def merge_topics(app: App, source: str, target: str) -> CurationFact:
+    """A user-authored `topic-alias` fact; the shards and vocabulary follow it at once."""
+    service = app.open_search()
+    try:
+        with app.lock.hold(app.config.sync_timeout_ms / 1000):
+            fact = service.merge_topics(source, target)
+            for door in service.doors:
+                service.refresh(door)
+    finally:
+        service.close()
+    return fact
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactPage:
+    found: ResolvedFile
+    result: LineSlice | Toc | LineMatches
+
+
+def read_artifact(app: App, ref: str, action: ArtifactAction, *, query: str = "",
+                  offset: int = 0, limit: int | None = None) -> ArtifactPage:
+    """Archived text by path or sha, the store first, then the mirror; contained and capped."""
+    found = resolve(ref, app.read_roots())  # containment: `..`, absolute, symlinks out
+    text = read_text(found)
+    config = app.config
+    result: LineSlice | Toc | LineMatches
+    if action is ArtifactAction.TOC:
+        result = table_of_contents(text, path=found.display, config=config)
+    elif action is ArtifactAction.SEARCH:
+        result = search_lines(text, query, path=found.display, config=config, limit=limit)
+    else:
+        result = read_lines(text, path=found.display, config=config, offset=offset, limit=limit)
+    return ArtifactPage(found, result)
