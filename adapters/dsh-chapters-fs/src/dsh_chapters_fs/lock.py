@@ -28,6 +28,7 @@ from dsh_chapters_fs.atomic import make_dirs, pid_alive, sweep_temp_files, write
 
 LOCK_NAME = "writer.lock"
 HOLDER_NAME = "writer.holder"
+RELEASED_NAME = "writer.released"  # written at a clean release: no sweep needed next time
 
 
 @attrs.frozen
@@ -62,6 +63,7 @@ class FileWriterLock:
         self.state_dir = Path(store_root) / "state"
         self.path = self.state_dir / LOCK_NAME
         self.holder_path = self.state_dir / HOLDER_NAME
+        self.released_path = self.state_dir / RELEASED_NAME
         self.stale_seconds = stale_seconds
         self._lock: filelock.BaseFileLock | None = None
         self._depth = 0  # nested holds in this process (sync archiving inside its own hold)
@@ -140,16 +142,23 @@ class FileWriterLock:
                 lock.acquire()
             except filelock.Timeout:
                 raise self._refusal(timeout_s) from None
+        holder_written = False
         try:
-            # What a killed writer left half-written is garbage now: sweep it (§1 invariant 3).
-            self.swept = sweep_temp_files(self.state_dir.parent)
             previous = self._read_holder()
+            # What a killed writer left half-written is garbage now: sweep it (§1 invariant 3).
+            # The last holder marks a clean release; without that mark (a kill, or a store
+            # never locked before) the whole store is walked, and after a clean hand-over it is
+            # not, so the archive path stays O(new turns).
+            clean = self.released_path.is_file()
+            self.released_path.unlink(missing_ok=True)
+            self.swept = 0 if clean else sweep_temp_files(self.state_dir.parent)
             self.took_over = previous if previous is not None and self._is_stale(previous) else None
             now = time.time()
             holder = Holder(pid=os.getpid(), host=socket.gethostname(),
                             started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
                             started_epoch=now)
             write_atomic(self.holder_path, holder.to_json())
+            holder_written = True
             self._lock = lock
             self._depth = 1
             yield
@@ -158,5 +167,7 @@ class FileWriterLock:
             self._depth = 0
             try:
                 self.holder_path.unlink(missing_ok=True)
+                if holder_written:
+                    write_atomic(self.released_path, b"")
             finally:
                 lock.release()

@@ -94,6 +94,15 @@ class FsChapterStore:
             self._records = records
         return self._records
 
+    def _find_record(self, session_id: str) -> tuple[str, Path] | None:
+        """A root session's record is at a known path: no scan of every session for it (the
+        archive path stays O(new turns)). A fork child's needs its root, found by the scan."""
+        if self._records is None and is_session_id(session_id) and "/" not in session_id:
+            main = self._base / session_id / SESSION_FILE
+            if main.is_file():
+                return session_id, main
+        return self._scan_records().get(session_id)
+
     def _load_record(self, path: Path) -> dict[str, Any]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -123,17 +132,18 @@ class FsChapterStore:
         if session_id != root_session_id:
             record["rootSessionId"] = root_session_id
         write_atomic(path, _json_bytes(record))
-        self._scan_records()[session_id] = (root_session_id, path)
+        if self._records is not None:
+            self._records[session_id] = (root_session_id, path)
 
     def watermark(self, session_id: str) -> int:
-        found = self._scan_records().get(session_id)
+        found = self._find_record(session_id)
         if found is None:
             return NO_WATERMARK
         value = self._load_record(found[1]).get("watermark", NO_WATERMARK)
         return value if isinstance(value, int) and not isinstance(value, bool) else NO_WATERMARK
 
     def set_watermark(self, session_id: str, seq: int) -> None:
-        found = self._scan_records().get(session_id)
+        found = self._find_record(session_id)
         if found is None:
             raise ChaptersError(f"session {session_id} has no record in {self.root}",
                                 hint="record the session before archiving its turns")
@@ -164,6 +174,22 @@ class FsChapterStore:
             return []
         numbers = (chapter_number(p.name) for p in chapters.iterdir() if not is_temp_name(p.name))
         return sorted(n for n in numbers if n is not None)
+
+    def session_chapters(self, root_session_id: str) -> Iterator[Document]:
+        """The chapters of one root session, newest first, parsed one at a time on demand:
+        the archive's crash check reads the last one or two, never the corpus."""
+        chapters = self._session_dir(root_session_id) / "chapters"
+        if not chapters.is_dir():
+            return
+        named = [(n, p) for p in chapters.iterdir() if not is_temp_name(p.name) and p.is_file()
+                 for n in (chapter_number(p.name),) if n is not None]
+        for _, path in sorted(named, reverse=True):
+            relpath = path.relative_to(self._base).as_posix()
+            try:
+                text = path.read_bytes().decode("utf-8", "surrogateescape")
+            except FileNotFoundError:
+                continue
+            yield parse_document(relpath, text)
 
     def reserve_chapter_number(self, root_session_id: str) -> int:
         """Next number after every one reserved or written; the reservation is durable first,

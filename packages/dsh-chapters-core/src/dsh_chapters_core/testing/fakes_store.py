@@ -168,6 +168,13 @@ class FakeChapterStore:
                 continue
             yield self.document(path)
 
+    def session_chapters(self, root_session_id: str) -> Iterator[Document]:
+        prefix = f"{root_session_id}/chapters/"
+        for number in reversed(self.chapter_numbers(root_session_id)):
+            (path,) = [p for p in self.files
+                       if p.startswith(f"{prefix}{number:03d}-") and p.endswith(".md")]
+            yield self.document(path)
+
     def document(self, path: str) -> Document:
         if path not in self.files:
             raise ChaptersError(f"{path} is not in the store")

@@ -13,7 +13,7 @@ from typing import Any
 from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.sync import SyncMode, pool_chapters
 
-from dsh_chapters.app import App
+from dsh_chapters.app import MIRROR_DIRNAME, App
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.services import pool as knowledge_pool
 
@@ -113,7 +113,7 @@ def run_list_pool(args: argparse.Namespace, inv: Invocation) -> int:
     chapters = pool_chapters(app.mirror_tree, app.identity.project_key)
     data = [
         {
-            "path": f"{knowledge_pool.MIRROR_DIRNAME}/{c.path}",
+            "path": f"{MIRROR_DIRNAME}/{c.path}",
             "sessionId": c.session_id,
             "harnessId": c.harness_id,
             "title": c.title,
