@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dsh_chapters_core.chokepoint import TextChokepoint
 from dsh_chapters_core.compose import Decision, compose_chapters
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.events import LineAccount, Transcript
@@ -163,8 +164,10 @@ def archive_transcript(
             "projectKey": identity.project_key,
             "source": transcript.source_path,
         })
+        # One screen and one redaction per text, shared by the signatures and the chapters.
+        texts = TextChokepoint(config.redaction_patterns)
         signatures: tuple[Signature, ...] = tuple(
-            sign_turn(t, config, cwd=transcript.cwd) for t in fresh
+            sign_turn(t, config, cwd=transcript.cwd, chokepoint=texts) for t in fresh
         )
         composition = compose_chapters(signatures, config)
         opening = {d.turn_index: d for d in composition.decisions if d.action != "merge"}
@@ -181,7 +184,7 @@ def archive_transcript(
             rendered = render_chapter(
                 turns, signed, session_id=transcript.session_id,
                 project_key=identity.project_key, harness_id=harness_id, config=config,
-                extra_patterns=config.redaction_patterns,
+                extra_patterns=config.redaction_patterns, chokepoint=texts,
             )
             for artifact in rendered.artifacts:
                 if store.has_artifact(artifact.sha256):

@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dsh_chapters_core.chokepoint import TextChokepoint
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.events import (
     AssistantMessage,
@@ -30,8 +31,8 @@ from dsh_chapters_core.events import (
 )
 from dsh_chapters_core.fences import fence
 from dsh_chapters_core.frontmatter import dump_frontmatter
-from dsh_chapters_core.injections import OMISSION_PATTERN, Screened, screened_event
-from dsh_chapters_core.redact import MARKER_PATTERN, merge_counts, redact
+from dsh_chapters_core.injections import OMISSION_PATTERN, Screened
+from dsh_chapters_core.redact import MARKER_PATTERN, merge_counts
 from dsh_chapters_core.signature import Signature, last_deliveries
 from dsh_chapters_core.turns import Turn
 
@@ -151,7 +152,7 @@ class _Chokepoint:
     """Accumulates what the chapter's texts went through: redactions, omissions, artifacts."""
 
     config: Config
-    extra_patterns: tuple[str, ...]
+    texts: TextChokepoint
     redactions: tuple[tuple[str, int], ...] = ()
     omitted: tuple[tuple[str, int], ...] = ()
 
@@ -160,7 +161,7 @@ class _Chokepoint:
         self.omitted = merge_counts(self.omitted, kinds)
 
     def redact(self, text: str) -> str:
-        result = redact(text, self.extra_patterns)
+        result = self.texts.redact(text)
         if result.counts:
             self.redactions = merge_counts(self.redactions, result.counts)
         return result.text
@@ -179,11 +180,14 @@ def render_chapter(
     harness_id: str,
     config: Config,
     extra_patterns: tuple[str, ...] = (),
+    chokepoint: TextChokepoint | None = None,
 ) -> RenderedChapter:
-    """One chapter of consecutive complete turns, rendered verbatim (§2.4, §9)."""
+    """One chapter of consecutive complete turns, rendered verbatim (§2.4, §9). Pass the
+    archive's `chokepoint` to reuse what signing the turns already screened and redacted."""
     if not turns:
         raise ValueError("a chapter holds at least one turn")
-    point = _Chokepoint(config=config, extra_patterns=extra_patterns)
+    texts = chokepoint if chokepoint is not None else TextChokepoint(extra_patterns)
+    point = _Chokepoint(config=config, texts=texts)
     blocks: list[str] = []
     artifacts: dict[str, Artifact] = {}
     counts = dict.fromkeys(ROLES, 0)
@@ -198,12 +202,12 @@ def render_chapter(
         for event in turn.events:
             position += 1
             if isinstance(event, HostInjection):
-                screened = screened_event(event)
+                screened = texts.screened(event)
                 if screened is not None:
                     point.screen(screened)
                     blocks.append(screened.text)
             elif isinstance(event, UserMessage):
-                screened = screened_event(event)
+                screened = texts.screened(event)
                 if screened is None:
                     continue
                 point.screen(screened)
@@ -225,7 +229,7 @@ def render_chapter(
                 line = f"→ tool {event.name}({_one_line_arguments(event.arguments)})"
                 blocks.append(point.redact(line))
             elif isinstance(event, ToolResult) and position in kept:
-                screened = screened_event(event)
+                screened = texts.screened(event)
                 raw = event.text if screened is None else screened.text
                 if screened is not None:
                     point.screen(screened)

@@ -16,9 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_chapters_core.chokepoint import TextChokepoint
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.events import AssistantMessage, Reasoning, ToolCall, ToolResult, UserMessage
-from dsh_chapters_core.injections import OMISSION_PATTERN, screened_event
+from dsh_chapters_core.injections import OMISSION_PATTERN
 from dsh_chapters_core.redact import MARKER_PATTERN, redact
 from dsh_chapters_core.text import (
     FILE,
@@ -173,13 +174,15 @@ def _scan_window(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit]
 
 
-def sign_turn(turn: Turn, config: Config, *, cwd: str = "") -> Signature:
+def sign_turn(turn: Turn, config: Config, *, cwd: str = "",
+              chokepoint: TextChokepoint | None = None) -> Signature:
     """The deterministic signature of one completed turn (§4.1).
 
     `cwd` is the transcript's project root: paths under it are spelled relative to it, so
     the same file is one path whether a tool named it absolutely or not.
     """
     patterns = config.redaction_patterns
+    point = chokepoint if chokepoint is not None else TextChokepoint(patterns)
     # §4.1 asks for milliseconds per turn: a tool result's paths come from its head only, and
     # the head is redacted before anything is taken from it (§9), which is most of the cost.
     scan_chars = config.signature_scan_chars
@@ -190,18 +193,19 @@ def sign_turn(turn: Turn, config: Config, *, cwd: str = "") -> Signature:
     kept_results = last_deliveries(turn.events)
     for position, event in enumerate(turn.events):
         if isinstance(event, UserMessage):
-            screened = screened_event(event)
+            screened = point.screened(event)
             if screened is None or screened.only_injection:
                 continue
-            text = redact(OMISSION_PATTERN.sub(" ", screened.text), patterns).text
+            # The chapter renders the same redacted text; markers are not terms.
+            text = OMISSION_PATTERN.sub(" ", point.redact(screened.text).text)
             prose.append(text)
             inline_chars += len(screened.text)
         elif isinstance(event, AssistantMessage | Reasoning):
-            text = redact(event.text, patterns).text
+            text = point.redact(event.text).text
             prose.append(text)
             inline_chars += len(event.text)
         elif isinstance(event, ToolCall):
-            arguments = redact(event.arguments, patterns).text
+            arguments = point.redact(event.arguments).text
             inline_chars += len(event.name) + len(arguments)
             parsed = parse_arguments(arguments)
             paths.add(paths_in_arguments(parsed))
@@ -209,7 +213,7 @@ def sign_turn(turn: Turn, config: Config, *, cwd: str = "") -> Signature:
             if script:
                 commands.extend(normalize_commands(script))
         elif isinstance(event, ToolResult) and position in kept_results:
-            screened = screened_event(event)
+            screened = point.screened(event)
             text = event.text if screened is None else screened.text
             if config.estimate_tokens(text) < config.tool_result_defer_floor_tokens:
                 inline_chars += len(text)  # deferred results leave only a stub line behind
