@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from dsh_chapters.bootstrap import bootstrap
 from dsh_chapters.services.archive import archive_and_log, read_transcript
@@ -25,7 +26,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CWD = "/home/dev/work/widgets"
 
 
-def _record(kind: str, session: str, n: int, text: str, parent: str | None, **extra: object) -> dict:
+def _record(kind: str, session: str, n: int, text: str, parent: str | None) -> dict[str, Any]:
     uid = f"{session[:8]}-{kind}-{n:06d}"
     message: dict[str, object]
     if kind == "user":
@@ -37,7 +38,7 @@ def _record(kind: str, session: str, n: int, text: str, parent: str | None, **ex
     return {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": CWD,
             "sessionId": session, "version": "2.1.37", "gitBranch": "main", "type": kind,
             "uuid": uid, "timestamp": f"2026-11-20T09:{n // 60 % 60:02d}:{n % 60:02d}.000Z",
-            "message": message, **extra}
+            "message": message}
 
 
 def transcript(path: Path, session: str, turns: int, offset: int = 0) -> Path:

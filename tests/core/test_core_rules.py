@@ -338,7 +338,8 @@ def test_there_is_one_rule_selector() -> None:
                     name = node.name.lower()
                     if "rule" in name and name.startswith(("select", "pick", "choose")):
                         pickers.append(f"{path.relative_to(REPO)}:{node.name}")
-    assert pickers == ["packages/dsh-chapters-core/src/dsh_chapters_core/rules.py:select_rules"]
+    assert pickers == [
+        "packages/dsh-chapters-core/src/dsh_chapters_core/rules/selection.py:select_rules"]
 
 
 def test_status_facts_name_their_type() -> None:
