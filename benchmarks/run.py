@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "composition_quality": ("composition_quality.py", [], []),
     "git_pool": ("git_pool.py", [], ["--chapters", "100", "--files", "500", "--repeat", "3"]),
     "search": ("search.py", [], ["--sizes", "1000,10000"]),
+    "retrieval": ("retrieval.py", [], []),
     "treedx_pull": ("treedx_pull.py", [], ["--files", "500", "--repeat", "3"]),
     "enrich_archive": ("enrich_archive.py", [], ["--sessions", "5"]),
     "archive_scaling": ("archive_scaling.py", [], ["--chapters", "300", "--repeat", "3"]),

@@ -19,22 +19,26 @@ from pathlib import Path
 from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.ports.search import CandidatePage
 from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.passages import BodyStats, body_shape, body_terms
 from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
+from dsh_chapters_core.search.terms import QueryWord
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
 _KINDS = {k.value: k for k in DocumentKind}
 _COLUMNS = ("path, kind, title, date, date_key, topics, summary, category, project_key, "
-            "session_id, rule_id, raw_topics, t_topic, t_title, t_summary, t_category")
+            "session_id, rule_id, raw_topics, t_topic, t_title, t_summary, t_category, "
+            "body, body_line")
 _E_COLUMNS = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
 # One FTS5 token per (term, field): `auth·t` is "auth" in a topic. U+00B7 is never part of a
 # core term (terms are runs of letters and digits) and the `ascii` tokenizer keeps non-ASCII
 # characters inside tokens, so each such token is exactly one FTS5 token.
 _MARK = "\u00b7"
 _FIELD_MARKS = ("t", "i", "s", "c")  # topic, title, summary, category
+_BODY_MARK = "b"  # a chapter body's code-aware terms (search/terms.py), listed once each
 # Row tokens: `·p<hash>` names the row's project and `·legacy` marks a legacy fragment, so
 # scoping and setting fragments aside are doclist intersections inside FTS5, not joins. No
 # term token starts with the mark, so these never collide with a term.
@@ -51,7 +55,8 @@ CREATE TABLE IF NOT EXISTS entries (
   date_key REAL NOT NULL, topics TEXT NOT NULL, summary TEXT NOT NULL, category TEXT NOT NULL,
   project_key TEXT NOT NULL, session_id TEXT NOT NULL, rule_id TEXT NOT NULL,
   raw_topics TEXT NOT NULL, t_topic TEXT NOT NULL, t_title TEXT NOT NULL, t_summary TEXT NOT NULL,
-  t_category TEXT NOT NULL
+  t_category TEXT NOT NULL, body TEXT NOT NULL, body_line INTEGER NOT NULL,
+  body_words INTEGER NOT NULL, body_lines INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_fragments ON entries(session_dir) WHERE legacy = 1;
 -- What ordering and scoping read for every match: narrow rows, so a scan stays in few pages.
@@ -92,6 +97,7 @@ def _tokens(entry: SearchEntry, legacy: bool) -> str:
     fields = (entry.topic_terms, entry.title_terms, entry.summary_terms, entry.category_terms)
     words = [f"{t}{_MARK}{mark}" for mark, terms in zip(_FIELD_MARKS, fields, strict=True)
              for t in sorted(terms)]
+    words += sorted({_body_token(t) for t in body_terms(entry.body)})
     words.append(_project_token(entry.project_key))
     if legacy:
         words.append(_LEGACY)
@@ -106,7 +112,7 @@ def _row(entry: SearchEntry, sha: str) -> tuple[object, ...]:
         _SEP.join(entry.topics), entry.summary, entry.category, entry.project_key,
         entry.session_id, entry.rule_id, _SEP.join(entry.raw_topics),
         _terms(entry.topic_terms), _terms(entry.title_terms), _terms(entry.summary_terms),
-        _terms(entry.category_terms),
+        _terms(entry.category_terms), entry.body, entry.body_line, *body_shape(entry.body),
     )
 
 
@@ -116,7 +122,7 @@ def _labels(text: str) -> tuple[str, ...]:
 
 def _entry(row: tuple[object, ...]) -> SearchEntry:
     (path, kind, title, date, date_key, topics, summary, category, project_key, session_id,
-     rule_id, raw_topics, t_topic, t_title, t_summary, t_category) = row
+     rule_id, raw_topics, t_topic, t_title, t_summary, t_category, body, body_line) = row
     return SearchEntry(
         path=str(path), kind=_KINDS[str(kind)], title=str(title), date=str(date),
         topics=_labels(str(topics)), summary=str(summary), category=str(category),
@@ -125,7 +131,16 @@ def _entry(row: tuple[object, ...]) -> SearchEntry:
         topic_terms=frozenset(str(t_topic).split()), title_terms=frozenset(str(t_title).split()),
         summary_terms=frozenset(str(t_summary).split()),
         category_terms=frozenset(str(t_category).split()), raw_topics=_labels(str(raw_topics)),
+        body=str(body), body_line=int(body_line),  # type: ignore[call-overload]
     )
+
+
+def _body_token(term: str) -> str:
+    """A body term as one FTS5 token: the `ascii` tokenizer splits at `.`/`-`/`/`/`_`, so a
+    joined term (`src/app.py`) is listed by a digest of its spelling instead."""
+    if not term.isalnum():
+        term = "j" + hashlib.sha256(term.encode("utf-8")).hexdigest()[:16]
+    return f"{term}{_MARK}{_BODY_MARK}"
 
 
 def _phrase(term: str, mark: str) -> str:
@@ -228,8 +243,8 @@ class SqliteSearchCache:
                     db.executemany("DELETE FROM entries WHERE id = ?", [(r[0],) for r in old])
                     db.executemany("DELETE FROM keys WHERE id = ?", [(r[0],) for r in old])
             db.executemany(
-                f"INSERT INTO entries(sha256, session_dir, legacy, tokens, {_COLUMNS}) "
-                f"VALUES ({','.join('?' * 20)})", rows)
+                f"INSERT INTO entries(sha256, session_dir, legacy, tokens, {_COLUMNS}, "
+                f"body_words, body_lines) VALUES ({','.join('?' * 24)})", rows)
             to_terms = "INSERT INTO terms(rowid, tokens) SELECT id, tokens FROM entries"
             to_keys = ("INSERT INTO keys SELECT id, date_key, path, project_key, legacy, rule_id "
                        "FROM entries")
@@ -248,13 +263,29 @@ class SqliteSearchCache:
             db.execute("ROLLBACK")
             raise
 
-    def candidates(self, terms: Sequence[str]) -> list[SearchEntry]:
-        if not terms:
+    def candidates(self, terms: Sequence[str],
+                   body_terms: Sequence[str] = ()) -> list[SearchEntry]:
+        if not terms and not body_terms:
             return []
+        arms = [_match(terms)] if terms else []
+        arms += [f'"{_body_token(t)}"' for t in dict.fromkeys(body_terms)]
         rows = self.db.execute(
             f"SELECT {_COLUMNS} FROM entries WHERE id IN "
-            "(SELECT rowid FROM terms WHERE terms MATCH ?)", (_match(terms),))
+            "(SELECT rowid FROM terms WHERE terms MATCH ?)", (" OR ".join(arms),))
         return [_entry(r) for r in rows]
+
+    def body_stats(self, words: Sequence[QueryWord]) -> BodyStats:
+        db = self.db
+        documents, total_words, total_lines = db.execute(
+            "SELECT count(*), coalesce(sum(body_words), 0), coalesce(sum(body_lines), 0) "
+            "FROM entries").fetchone()
+        df: dict[str, int] = {}
+        for word in words:
+            match = " OR ".join(f'"{_body_token(t)}"' for t in sorted(word.terms))
+            df[word.text] = int(db.execute(
+                "SELECT count(*) FROM terms WHERE terms MATCH ?", (match,)).fetchone()[0])
+        return BodyStats(int(documents), df,
+                         int(total_words) / int(total_lines) if total_lines else 0.0)
 
     def top_candidates(
         self,
@@ -323,7 +354,7 @@ class SqliteSearchCache:
                OR e.path IN (SELECT value FROM json_each(?))"""
             params += [specials, specials]
         sql += f"""
-        UNION ALL SELECT {", ".join(["NULL"] * 16)}, (SELECT count(*) FROM scored)"""
+        UNION ALL SELECT {", ".join(["NULL"] * 18)}, (SELECT count(*) FROM scored)"""
         rows = self.db.execute(sql, params).fetchall()
         plain_total = int(rows[-1][-1]) if rows else 0
         seen: set[str] = set()

@@ -7,6 +7,7 @@ turns one file's bytes into a `Document` with the store's own semantics (`parse_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dsh_chapters_core.documents import Document
+from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import split_frontmatter
 
 from dsh_chapters_fs.atomic import TEMP_SUFFIX, is_temp_name
@@ -124,10 +125,19 @@ class FrontmatterReader:
     own `parse_document` (yaml.safe_load), so a hand-edited file reads exactly as `show` does.
     """
 
+    def __init__(self, *, bodies: bool = False) -> None:
+        self.bodies = bodies  # search reads chapter bodies; the store's own reads do not
+
     def parse(self, path: str, data: bytes) -> Document | None:
         text = data.decode("utf-8", errors="replace")
         fm_text, body = split_frontmatter(text)
         fields = _json_lines(fm_text) if fm_text else None
         if fields is None:
-            return parse_document(path, text)
-        return document_from_fields(path, fields, body, body_digest(body))
+            doc = parse_document(path, text)
+        else:
+            doc = document_from_fields(path, fields, body, body_digest(body))
+        if doc is None or not self.bodies or doc.kind is DocumentKind.RULE:
+            return doc
+        # Search reads a chapter's body too, and where it starts, for anchors (search.md).
+        first_line = text.count("\n", 0, len(text) - len(body)) + 1
+        return dataclasses.replace(doc, body=body, body_line=first_line)

@@ -282,6 +282,49 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=100_000.0,
     ),
     _s(
+        "searchBodyWeight",
+        1.0,
+        "weight of a chapter's best body passage (BM25) next to its frontmatter hits; 0 ranks "
+        "on the frontmatter alone, exactly as before the body was read",
+        minimum=0.0,
+        maximum=100.0,
+    ),
+    _s(
+        "searchBm25K1",
+        1.2,
+        "BM25 term-frequency saturation of body passages (k1)",
+        minimum=0.0,
+        maximum=10.0,
+    ),
+    _s(
+        "searchBm25B",
+        0.75,
+        "BM25 length normalization of body passages (b): 0 none, 1 full",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    _s(
+        "searchPassageLines",
+        24,
+        "lines per scored body passage (best-passage scoring; passages overlap by half)",
+        minimum=2,
+        maximum=100_000,
+    ),
+    _s(
+        "searchPhraseBonus",
+        0.5,
+        "passage score added per adjacent query-word pair found adjacent in the passage",
+        minimum=0.0,
+        maximum=100.0,
+    ),
+    _s(
+        "searchSnippetChars",
+        160,
+        "longest anchor snippet shown per match",
+        minimum=20,
+        maximum=10_000,
+    ),
+    _s(
         "searchCacheBatchRows",
         2000,
         "rows the search cache writes per transaction; bounds memory on a rebuild",
@@ -446,6 +489,12 @@ class Config:
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
     search_cache_batch_rows: int = 2000
+    search_body_weight: float = 1.0
+    search_bm25_k1: float = 1.2
+    search_bm25_b: float = 0.75
+    search_passage_lines: int = 24
+    search_phrase_bonus: float = 0.5
+    search_snippet_chars: int = 160
     vocab_min_label_chars: int = 3
     artifact_read_default_lines: int = 200
     artifact_read_max_lines: int = 400

@@ -40,6 +40,7 @@ class Document:
     category: str = ""  # rules only
     status: str = ""  # rules: the file's own status (always "proposed"; approval is a fact)
     body: str = ""  # rules: the text, which scores as the summary; chapters: "" unless asked
+    body_line: int = 0  # 1-based file line of the body's first line, when `body` was read
     sha256: str = ""  # the frontmatter's claim about the body
     body_sha256: str = ""  # what the body hashes to now; differs => "modified since archived"
     seq_range: tuple[int, int] = (0, 0)

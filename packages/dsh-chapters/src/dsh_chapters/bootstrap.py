@@ -116,7 +116,7 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     The mirror is transport and must stay clean, so its derived index and every cache live in
     the store's machine-local `cache/`. Close the service when done (it holds SQLite files).
     """
-    reader = FrontmatterReader()
+    reader = FrontmatterReader(bodies=True)  # the body is scored and anchored (search.md)
     store_tree = SearchTree(app.store_root)
     cache_dir = app.store_root / "cache"
     doors: list[SearchDoor] = []

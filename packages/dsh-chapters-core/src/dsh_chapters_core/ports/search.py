@@ -11,7 +11,9 @@ from typing import Protocol
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.passages import BodyStats
 from dsh_chapters_core.search.scorer import LexicalWeights
+from dsh_chapters_core.search.terms import QueryWord
 
 
 class DocumentReader(Protocol):
@@ -89,7 +91,15 @@ class SearchCache(Protocol):
         """Write (entry, sha256) rows, drop paths, record the new state; `reset` empties first."""
         ...
 
-    def candidates(self, terms: Sequence[str]) -> list[SearchEntry]: ...
+    def candidates(self, terms: Sequence[str],
+                   body_terms: Sequence[str] = ()) -> list[SearchEntry]:
+        """Every entry holding one of `terms` in a frontmatter field or one of `body_terms`
+        (code-aware terms, search/terms.py) in its body."""
+        ...
+
+    def body_stats(self, words: Sequence[QueryWord]) -> BodyStats:
+        """The door's body statistics for these query words (documents, df, line length)."""
+        ...
 
     def top_candidates(
         self,

@@ -39,6 +39,8 @@ class SearchEntry:
     summary_terms: frozenset[str] = field(default=frozenset())
     category_terms: frozenset[str] = field(default=frozenset())
     raw_topics: tuple[str, ...] = ()  # the labels as the file has them (before aliases)
+    body: str = ""  # a chapter's body as written (scored by passages; "" for rules and plans)
+    body_line: int = 0  # the file line of the body's first line (anchors are file lines)
 
     @property
     def cited_paths(self) -> tuple[str, ...]:
@@ -91,6 +93,8 @@ def make_entry(
     session_id: str = "",
     aliases: AliasMap = EMPTY_ALIASES,
     pins: Iterable[str] = (),
+    body: str = "",
+    body_line: int = 0,
 ) -> SearchEntry:
     """Build an entry and its canonical terms. `pins` are extra topics from `topic-pin` facts."""
     raw = tuple(topics)
@@ -115,6 +119,8 @@ def make_entry(
         summary_terms=frozenset(aliases.text_terms(summary)),
         category_terms=frozenset(aliases.label_terms(category)) if category else frozenset(),
         raw_topics=raw,
+        body=body,
+        body_line=body_line if body else 0,
     )
 
 
@@ -140,4 +146,6 @@ def entry_from_document(
         session_id=doc.session_id,
         aliases=aliases,
         pins=pins,
+        body=doc.body if doc.kind is not DocumentKind.RULE else "",
+        body_line=doc.body_line,
     )

@@ -5,6 +5,10 @@ Lexical, deterministic, inspectable. Per distinct query term: a topic hit scores
 `searchSummaryWeight` (1) (a rule's body is its summary). A category hit adds
 `searchCategoryBonus` (1.5) once. A rule that is core on THIS machine gets `rulesCoreBonus`
 (0.15) at query time only, never in a shared shard. An entry that matches no term never ranks.
+With `searchBodyWeight` > 0 a chapter's body counts too: its best passage's BM25 score
+(passages.py: saturation, length normalization, coordination, phrases), times the weight, is
+added to the frontmatter score, and a chapter whose body alone holds a query word ranks.
+At weight 0 the body is not read and the ranking is the frontmatter's alone, exactly.
 Order: score, then recency (newest first; it only breaks ties), then path: a total order, so
 the same corpus and query give the same list on every machine.
 """
@@ -19,6 +23,15 @@ from dsh_chapters_core.config import Config
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.search.aliases import EMPTY_ALIASES, AliasMap
 from dsh_chapters_core.search.entries import SearchEntry, date_key, entry_from_document
+from dsh_chapters_core.search.passages import (
+    NO_BODY_MATCH,
+    Anchor,
+    BodyStats,
+    PassageRules,
+    body_stats,
+    score_body,
+)
+from dsh_chapters_core.search.terms import QueryWord, query_words
 
 _SECONDS_PER_DAY = 86_400.0
 
@@ -50,6 +63,8 @@ class ScoredEntry:
     category_hit: bool = False
     core_bonus: float = 0.0
     recency: float = 0.0  # 2^(-age/half-life) against `now_hint`; reported, never ranked on
+    body_score: float = 0.0  # the best passage's score, before `searchBodyWeight`
+    anchor: Anchor | None = None  # where the body matched; None for a frontmatter-only match
 
     @property
     def sort_key(self) -> tuple[float, float, str]:
@@ -71,17 +86,31 @@ def rank_entries(
     aliases: AliasMap = EMPTY_ALIASES,
     core_rule_ids: frozenset[str] = frozenset(),
     now_hint: str = "",
+    text: str = "",
+    stats: BodyStats | None = None,
 ) -> tuple[ScoredEntry, ...]:
     """Every entry that matches at least one query term, best first (total, stable order).
 
-    `query` is the raw query text, or terms already canonicalized with the same `aliases`.
-    Documents are turned into entries under `aliases`; entries are taken as built.
+    `query` is the raw query text, or terms already canonicalized with the same `aliases`
+    (then `text` is the raw query, for the body's own terms). Documents are turned into
+    entries under `aliases`; entries are taken as built. `stats` are the corpus's body
+    statistics; without them they are computed from `entries` (the whole corpus, then).
     """
     terms = (
         aliases.query_terms(query) if isinstance(query, str) else tuple(dict.fromkeys(query))
     )
-    if not terms:
+    raw = query if isinstance(query, str) else text
+    w_body = config.search_body_weight
+    words: tuple[QueryWord, ...] = query_words(raw) if w_body > 0 and raw else ()
+    if not terms and not words:
         return ()
+    if words and stats is None:
+        entries = [e if isinstance(e, SearchEntry) else entry_from_document(e, aliases=aliases)
+                   for e in entries]
+        stats = body_stats((e.body for e in entries), words)
+    rules = PassageRules(config.search_bm25_k1, config.search_bm25_b,
+                         config.search_passage_lines, config.search_phrase_bonus,
+                         config.search_snippet_chars)
     wanted = frozenset(terms)
     w_topic = config.search_topic_weight
     w_title = config.search_title_weight
@@ -98,11 +127,14 @@ def rank_entries(
         t_topic, t_title, t_summary, t_cat = (
             entry.topic_terms, entry.title_terms, entry.summary_terms, entry.category_terms
         )
+        body = (score_body(entry.body, entry.body_line, words, stats, rules)
+                if words and stats is not None and entry.body else NO_BODY_MATCH)
         if (
             wanted.isdisjoint(t_topic)
             and wanted.isdisjoint(t_title)
             and wanted.isdisjoint(t_summary)
             and wanted.isdisjoint(t_cat)
+            and body.anchor is None
         ):
             continue  # §8: a fresh file that matched no term never ranks
         topic = title = summary = 0
@@ -122,10 +154,13 @@ def rank_entries(
         if category:
             score += w_category
         score = round(score + core, 9)
+        if body.anchor is not None:
+            score = round(score + w_body * body.score, 9)
         recency = 0.0
         if now and entry.date_key:
             age = max(0.0, now - entry.date_key)
             recency = math.pow(2.0, -age / half_life)
-        out.append(ScoredEntry(score, entry, topic, title, summary, category, core, recency))
+        out.append(ScoredEntry(score, entry, topic, title, summary, category, core, recency,
+                               body.score, body.anchor))
     out.sort(key=lambda s: (-s.score, -s.entry.date_key, s.entry.path))
     return tuple(out)

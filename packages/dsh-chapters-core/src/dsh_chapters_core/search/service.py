@@ -51,9 +51,11 @@ from dsh_chapters_core.search.index import (
     shard_path,
     update_index,
 )
+from dsh_chapters_core.search.passages import BodyStats, body_stats
 from dsh_chapters_core.search.packing import AnswerStatus, SearchAnswer, max_lines, pack_results
 from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry, rank_entries
 from dsh_chapters_core.search.stitching import is_legacy_fragment, stitch_fragments
+from dsh_chapters_core.search.terms import query_words
 from dsh_chapters_core.search.vocabulary import (
     VOCABULARY_PATH,
     VocabularyCandidate,
@@ -238,8 +240,23 @@ class SearchService:
         terms = aliases.query_terms(query)
         scope = request.project_key if not request.cross_project else ""
         total: int | None = None
+        # The body is read unless weighted out; a bare --topic lists a shard, no body needed.
+        words = query_words(query) if self.config.search_body_weight > 0 and not (
+            topic and query == topic) else ()
+        stats: BodyStats | None = None
         if topic:
             entries: Iterable[SearchEntry] = self._topic_entries(door, topic, curation)
+        elif door.cache is not None and words:
+            # Body candidates cannot be bounded by frontmatter weights: every holder is scored.
+            body_terms = sorted({t for w in words for t in w.terms})
+            found = door.cache.candidates(terms, body_terms)
+            entries = [e for e in found if is_legacy_fragment(e)
+                       or not scope or e.project_key in (scope, "")]
+            sessions = {c.session_dir for c in entries if is_legacy_fragment(c)}
+            if sessions:
+                entries = [*[c for c in entries if not is_legacy_fragment(c)],
+                           *stitch_fragments(door.cache.fragments(sorted(sessions)))]
+            stats = door.cache.body_stats(words)
         elif door.cache is not None:
             entries, plain_total = self._cached_candidates(
                 door.cache, terms, scope=scope, core_rule_ids=core_rule_ids, limit=limit)
@@ -248,8 +265,12 @@ class SearchService:
             entries = stitch_fragments(scan_entries(door, curation))
         if scope:
             entries = [e for e in entries if e.project_key in (scope, "")]
+        if words and stats is None:  # the plain scan or a shard: stats of the whole door
+            stats = (door.cache.body_stats(words) if door.cache is not None else
+                     body_stats((e.body for e in scan_entries(door, curation)), words))
         ranked = rank_entries(entries, terms, config=self.config, aliases=aliases,
-                              core_rule_ids=core_rule_ids, now_hint=self.clock_now())
+                              core_rule_ids=core_rule_ids, now_hint=self.clock_now(),
+                              text=query if words else "", stats=stats)
         if total is None:
             total = len(ranked)
         else:  # the cache counted plain matches; stitched spans are counted here
@@ -533,7 +554,8 @@ def rebuild_entry(entry: SearchEntry, curation: Curation) -> SearchEntry:
     return make_entry(path=entry.path, kind=entry.kind, title=entry.title, summary=entry.summary,
                       topics=entry.raw_topics, date=entry.date, category=entry.category,
                       project_key=entry.project_key, session_id=entry.session_id,
-                      aliases=curation.aliases, pins=curation.pins_of(entry.path))
+                      aliases=curation.aliases, pins=curation.pins_of(entry.path),
+                      body=entry.body, body_line=entry.body_line)
 
 
 def load_document(door: SearchDoor, path: str) -> tuple[Document, str] | None:

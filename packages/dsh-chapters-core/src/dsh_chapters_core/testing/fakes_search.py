@@ -6,13 +6,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from dsh_chapters_core.documents import Document
+from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_core.ports.search import CandidatePage
 from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.passages import BodyStats, body_stats
+from dsh_chapters_core.search.passages import body_terms as search_body_terms
 from dsh_chapters_core.search.scorer import LexicalWeights
+from dsh_chapters_core.search.terms import QueryWord
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.testing.fakes_rules import document_from_text
 from dsh_chapters_core.testing.fakes_transport import MemoryTree
@@ -62,9 +66,14 @@ class CoreFrontmatterReader:
 
     def parse(self, path: str, data: bytes) -> Document | None:
         try:
-            return document_from_text(path, data.decode("utf-8"))
+            text = data.decode("utf-8")
+            doc = document_from_text(path, text)
         except (ValueError, TypeError, UnicodeDecodeError):
             return None
+        if doc.kind is DocumentKind.RULE or not doc.body:
+            return doc
+        first_line = text.count("\n", 0, len(text) - len(doc.body)) + 1
+        return dataclasses.replace(doc, body_line=first_line)
 
 
 def document_text(
@@ -113,10 +122,15 @@ class MemorySearchCache:
             self.rows[entry.path] = (entry, sha)
         self._state = dict(state)
 
-    def candidates(self, terms: Sequence[str]) -> list[SearchEntry]:
-        wanted = set(terms)
+    def candidates(self, terms: Sequence[str],
+                   body_terms: Sequence[str] = ()) -> list[SearchEntry]:
+        wanted, in_body = set(terms), set(body_terms)
         return [e for e, _ in self.rows.values()
-                if wanted & (e.topic_terms | e.title_terms | e.summary_terms | e.category_terms)]
+                if wanted & (e.topic_terms | e.title_terms | e.summary_terms | e.category_terms)
+                or (in_body and in_body & search_body_terms(e.body))]
+
+    def body_stats(self, words: Sequence[QueryWord]) -> BodyStats:
+        return body_stats((e.body for e, _ in self.rows.values()), words)
 
     def top_candidates(self, terms: Sequence[str], *, weights: LexicalWeights, limit: int,
                        project_key: str = "", special: frozenset[str] = frozenset()

@@ -1,0 +1,212 @@
+"""A chapter's body as evidence: BM25 over passages, the best one wins (search.md "The body").
+
+A chapter is long and mixed (a prompt, tool calls, outputs, replies), so whole-document BM25
+rewards the chapter that says everything once. A question's answer sits in one place: the
+body is cut into passages of `searchPassageLines` lines, overlapping by half, and the chapter
+takes the score of its best passage ("MaxP", STYLE.md "Long documents are found by their best
+passage"). Per passage and query word: BM25 term saturation (`searchBm25K1`) and length
+normalization (`searchBm25B`) against the corpus's average passage length, times the word's
+inverse document frequency over the corpus. The sum is scaled by the share of the query's
+words the passage holds (a coordination factor: two different words beat one word twice),
+and every adjacent pair of query words found adjacent in the passage adds
+`searchPhraseBonus`.
+
+The best passage is also where the match is shown: its line that holds the most query words
+(the anchor), with a verbatim snippet around the first of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dsh_chapters_core.search.terms import QueryWord, word_terms, words
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Where a match is: the 1-based line in the chapter file and a verbatim snippet of it."""
+
+    line: int
+    text: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"line": self.line, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class BodyStats:
+    """Collection statistics of the bodies: documents, per query word the documents whose body
+    holds it, and the average words per body line (a passage's expected length follows)."""
+
+    documents: int = 0
+    df: Mapping[str, int] = field(default_factory=dict)
+    line_words: float = 0.0
+
+    def idf(self, word: str) -> float:
+        n, df = self.documents, self.df.get(word, 0)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True, slots=True)
+class BodyMatch:
+    score: float
+    anchor: Anchor | None
+
+
+NO_BODY_MATCH = BodyMatch(0.0, None)
+
+
+@dataclass(frozen=True, slots=True)
+class PassageRules:
+    """The tunables of passage scoring (from `Config`)."""
+
+    k1: float
+    b: float
+    lines: int
+    phrase_bonus: float
+    snippet_chars: int
+
+
+@dataclass(slots=True)
+class _Line:
+    words: int  # every word on the line
+    hits: list[tuple[int, int, int]]  # (query word index, start, end) per matched word
+
+
+class _Matcher:
+    """Which query word a body word is, memoized per distinct spelling for one query."""
+
+    def __init__(self, query: Sequence[QueryWord]) -> None:
+        self.query = query
+        self.memo: dict[str, int] = {}
+
+    def __call__(self, word: str) -> int:
+        found = self.memo.get(word)
+        if found is None:
+            terms = word_terms(word)
+            found = next((i for i, q in enumerate(self.query)
+                          if not q.terms.isdisjoint(terms)), -1)
+            self.memo[word] = found
+        return found
+
+
+def body_lines(body: str, match: _Matcher) -> list[_Line]:
+    out: list[_Line] = []
+    for text in body.split("\n"):
+        count = 0
+        hits: list[tuple[int, int, int]] = []
+        for start, word in words(text):
+            count += 1
+            which = match(word)
+            if which >= 0:
+                hits.append((which, start, start + len(word)))
+        out.append(_Line(count, hits))
+    return out
+
+
+def holds(body: str, query: Sequence[QueryWord]) -> frozenset[int]:
+    """The indices of the query words the body holds anywhere."""
+    match = _Matcher(query)
+    return frozenset(i for _, word in words(body) if (i := match(word)) >= 0)
+
+
+def body_shape(body: str) -> tuple[int, int]:
+    """(words, lines) of a body: what the average passage length is computed from."""
+    if not body:
+        return 0, 0
+    return sum(1 for _ in words(body)), body.count("\n") + 1
+
+
+def body_terms(body: str) -> frozenset[str]:
+    """Every term of a body: what a candidate index lists the body under."""
+    memo: dict[str, tuple[str, ...]] = {}
+    out: set[str] = set()
+    for _, word in words(body):
+        if word not in memo:
+            memo[word] = word_terms(word)
+            out.update(memo[word])
+    return frozenset(out)
+
+
+def body_stats(bodies: Iterable[str], query: Sequence[QueryWord]) -> BodyStats:
+    """Statistics computed from every body of a corpus (the plain scan's path)."""
+    documents = 0
+    total_words = total_lines = 0
+    df: dict[str, int] = {}
+    for body in bodies:
+        documents += 1
+        n_words, n_lines = body_shape(body)
+        total_words += n_words
+        total_lines += n_lines
+        for i in holds(body, query):
+            df[query[i].text] = df.get(query[i].text, 0) + 1
+    return BodyStats(documents, df, total_words / total_lines if total_lines else 0.0)
+
+
+def score_body(
+    body: str,
+    first_line: int,
+    query: Sequence[QueryWord],
+    stats: BodyStats,
+    rules: PassageRules,
+) -> BodyMatch:
+    """The body's best passage: its score and its anchor (`first_line` is the file line of the
+    body's first line). No query word in the body scores 0 with no anchor."""
+    if not body or not query:
+        return NO_BODY_MATCH
+    lines = body_lines(body, _Matcher(query))
+    if not any(line.hits for line in lines):
+        return NO_BODY_MATCH
+    size = rules.lines
+    step = max(1, size // 2)
+    expected = max(stats.line_words * size, 1.0)
+    idf = [stats.idf(q.text) for q in query]
+    best_score, best_start = -1.0, 0
+    for start in range(0, max(1, len(lines) - step), step):
+        window = lines[start:start + size]
+        tf = [0] * len(query)
+        length = 0
+        pairs: set[int] = set()
+        for line in window:
+            length += line.words
+            prev = -2
+            for which, _, _ in line.hits:
+                tf[which] += 1
+                if which == prev + 1:
+                    pairs.add(which)
+                prev = which
+        held = sum(1 for t in tf if t)
+        if not held:
+            continue
+        norm = rules.k1 * (1.0 - rules.b + rules.b * length / expected)
+        bm25 = 0.0
+        for i, t in enumerate(tf):  # one fixed order: the same float on every machine
+            if t:
+                bm25 += idf[i] * (t * (rules.k1 + 1.0)) / (t + norm)
+        score = bm25 * held / len(query) + rules.phrase_bonus * len(pairs)
+        if score > best_score:
+            best_score, best_start = score, start
+    window = lines[best_start:best_start + size]
+    offset = max(range(len(window)),
+                 key=lambda k: (len({w for w, _, _ in window[k].hits}), -k))
+    text_line = body.split("\n")[best_start + offset]
+    anchor = Anchor(first_line + best_start + offset,
+                    snippet(text_line, window[offset].hits, rules.snippet_chars))
+    return BodyMatch(round(best_score, 9), anchor)
+
+
+def snippet(text: str, hits: Sequence[tuple[int, int, int]], limit: int) -> str:
+    """At most `limit` characters of `text`, verbatim, around its first hit (… marks a cut)."""
+    text = text.rstrip()
+    if len(text) <= limit:
+        return text.strip()
+    first = hits[0][1] if hits else 0
+    last = max((end for _, _, end in hits), default=first)
+    room = limit - 2  # the two ellipses
+    start = max(0, min(first - room // 4, len(text) - room))
+    if last - start > room:
+        start = max(0, first - 8)
+    end = min(len(text), start + room)
+    return ("…" if start else "") + text[start:end].strip() + ("…" if end < len(text) else "")
