@@ -235,7 +235,7 @@ def not_a_transcript(path: str, ledger: LineLedger, *, label: str, expected: str
 
 
 def _open_binary(path: str) -> BinaryIO:
-    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    return open(path, "rb")
 
 
 def read_records(
