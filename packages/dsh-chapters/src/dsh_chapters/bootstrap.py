@@ -36,6 +36,7 @@ from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
 from dsh_chapters_fs.store import STORE_DIRNAME, FsChapterStore
 from dsh_chapters_fs.storelog import StoreLog
 from dsh_chapters_fs.tree import DirectoryTree
+from dsh_chapters_harness.dsh_install import DshInstaller
 from dsh_chapters_harness.install import Installer
 
 from dsh_chapters.commands.identity import remotes_in_config
@@ -235,6 +236,12 @@ def agent_installer(app: App, command: tuple[str, ...], *, hook_timeout_s: int) 
     """Claude Code and Codex configuration edits, recorded in the ledger under DSH_HOME."""
     return Installer(command=command, ledger_path=app.dsh_home / INSTALL_LEDGER,
                      hook_timeout_s=hook_timeout_s)
+
+
+def dsh_installer(app: App, command: tuple[str, ...]) -> DshInstaller:
+    """The row in DSH's own cordis.patch.yml; the MCP server it starts sees our DSH_HOME."""
+    return DshInstaller(command=command, ledger_path=app.dsh_home / INSTALL_LEDGER,
+                        workspace=app.workspace, chapters_home=app.dsh_home)
 
 
 # ---------------------------------------------------------------------------------------------
