@@ -260,7 +260,7 @@ def test_each_reason_kind_closes_the_turn(tmp_path: Path, kind: str) -> None:
                                      say(2, "hello"), ev("turn/end", 3, turn=1,
                                                          reason={"kind": kind})]))
     assert [s.complete for s in turn_spans(t)] == [True]
-    assert t.events[-1] == TurnEnd(3, iso_time(CREATED + 3))
+    assert t.events[-1] == TurnEnd(3, iso_time(CREATED + 3), "" if kind == "completed" else kind)
 
 
 def test_a_seq_that_does_not_increase_is_malformed_and_an_undocumented_type_unknown(
@@ -376,3 +376,9 @@ def test_discover_reads_compressed_headers_and_checks_the_header_cwd(
     monkeypatch.setenv("DSH_HOME", str(home))
     assert READER.discover(None, "/w") == [str(project / "s-1" / "session.jsonl.zstd"),
                                            str(project / "s-2" / "session.jsonl")]
+
+
+def test_a_turn_that_did_not_complete_says_why_in_its_turn_end() -> None:
+    t = READER.read(str(small("interrupted")))
+    assert [e.reason for e in t.events if isinstance(e, TurnEnd)] == [
+        "interrupted", "aborted", ""]

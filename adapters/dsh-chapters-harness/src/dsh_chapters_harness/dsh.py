@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from dsh_chapters_core.events import (
     AssistantMessage,
@@ -116,7 +116,7 @@ def iso_time(ms: Any) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -199,7 +199,6 @@ class _DshRead:
         self.runs: dict[str, CommandRun] = {}
         self.summarized: set[str] = set()  # compactionIds whose summary became a marker
         self.after_prune = False  # the previous event was compaction/prune
-        self.end_reasons: dict[int, str] = {}  # turn/end seq -> reason kind, when not completed
 
     # ------------------------------------------------------------------ lines
     def handle(self, line: int, record: dict[str, Any]) -> Outcome:
@@ -258,9 +257,8 @@ class _DshRead:
         if kind == "turn/end":
             reason = data.get("reason")
             why = reason.get("kind") if isinstance(reason, dict) else None
-            if isinstance(why, str) and why != "completed":
-                self.end_reasons[seq] = why
-            self.turns.end_here(seq, time)  # every reason ends the turn
+            why = why if isinstance(why, str) and why != "completed" else ""
+            self.turns.end_here(seq, time, why)  # every reason ends the turn; the odd ones say so
             return IMPORTED
         if kind == "user/message":
             return self._user(seq, time, data)
