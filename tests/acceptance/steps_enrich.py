@@ -162,8 +162,8 @@ def archives_fork(make_machine: MakeMachine, name: str, label: str, parent: str)
     lines = []
     for line in sample_session_text(sid).splitlines():
         event = json.loads(line)
-        if event["type"] == "session/start":
-            event["data"]["parentSessionId"] = parent_sid  # a DSH fork names its root
+        if event["type"] == "session":
+            event["parentSession"] = parent_sid  # a DSH fork's header names its parent
         lines.append(json.dumps(event))
     path = machine.workspace.parent / f"{machine.name}-{label}.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -19,8 +19,8 @@ CLAUDE_SUBAGENT = (CLAUDE_DIR / "-home-dev-work-acme-api" / CLAUDE_SESSION / "su
                    / "agent-a4c1e2f.jsonl")
 CODEX_DIR = FIXTURES / "codex"
 CODEX_FILE = next(CODEX_DIR.rglob("rollout-*.jsonl"))
-DSH_FILE = next((FIXTURES / "dsh").glob("*.jsonl"))
-DSH_SESSION = DSH_FILE.stem
+DSH_FILE = next((FIXTURES / "dsh" / "sessions").glob("*/7c1e90b4-*/session.jsonl"))
+DSH_SESSION = DSH_FILE.parent.name
 
 
 @dataclass

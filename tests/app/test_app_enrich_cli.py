@@ -76,8 +76,8 @@ class Workspace:
         lines = []
         for line in text.replace(SAMPLE_SID, sid).splitlines():
             event = json.loads(line)
-            if fork_of and event["type"] == "session/start":
-                event["data"]["parentSessionId"] = fork_of
+            if fork_of and event["type"] == "session":
+                event["parentSession"] = fork_of  # the header names the session it forks
             lines.append(json.dumps(event))
         path = self.root.parent / f"{name}.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")

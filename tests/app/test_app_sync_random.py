@@ -39,30 +39,33 @@ TOPICS = (
 
 
 def dsh_log(session_id: str, turns: list[tuple[str, str, str]]) -> str:
-    """A DSH event log (docs/formats.md) of complete turns: user, a tool call, an answer."""
-    seq = 0
-    lines: list[dict[str, object]] = []
+    """A DSH session log (docs/formats.md) of complete turns: user, a tool call, an answer."""
+    lines: list[dict[str, object]] = [{"type": "session", "version": 0, "id": session_id,
+                                       "createdAt": 1_796_032_800_000, "cwd": "/src/widgets",
+                                       "delegationDepth": 0}]
 
     def add(kind: str, data: dict[str, object]) -> None:
-        nonlocal seq
-        seq += 1
-        lines.append(
-            {
-                "type": kind,
-                "seq": seq,
-                "time": f"2026-11-30T10:{seq // 60:02d}:{seq % 60:02d}Z",
-                "data": data,
-            }
-        )
+        seq = len(lines) - 1
+        lines.append({"type": kind, "seq": seq, "time": 1_796_032_800_000 + 1000 * (seq + 1),
+                      "data": data})
 
-    add("session/start", {"sessionId": session_id, "cwd": "/src/widgets"})
     for n, (topic, problem, command) in enumerate(turns):
-        add("turn/start", {})
-        add("user/message", {"text": f"Please look at {problem} (request {n})."})
-        add("tool/call", {"callId": f"c{n}", "name": "shell", "arguments": {"command": command}})
-        add("tool/result", {"callId": f"c{n}", "text": f"1 failed: {topic} case {n}\n"})
-        add("assistant/message", {"text": f"Fixed {topic}: {problem} is handled now (step {n})."})
-        add("turn/end", {})
+        add("turn/start", {"turn": n + 1})
+        add("user/message", {"content": [{"type": "text",
+                                          "text": f"Please look at {problem} (request {n})."}],
+                             "source": {"kind": "user"}, "role": "user", "id": f"u{n}"})
+        add("tool/call", {"turn": n + 1, "step": 1, "callId": f"c{n}", "name": "shell",
+                          "arguments": json.dumps({"command": command})})
+        add("tool/result", {"turn": n + 1, "step": 1, "message": {
+            "source": {"kind": "tool", "callId": f"c{n}"}, "role": "user", "id": f"r{n}",
+            "content": [{"type": "tool-result", "toolCallId": f"c{n}", "isError": False,
+                         "content": [{"type": "text", "text": f"1 failed: {topic} case {n}\n"}]}]}})
+        add("assistant/message", {"turn": n + 1, "step": 1, "message": {
+            "role": "assistant", "id": f"a{n}", "source": {"kind": "model", "provider": "p",
+                                                           "model": "m"},
+            "content": [{"type": "text",
+                         "text": f"Fixed {topic}: {problem} is handled now (step {n})."}]}})
+        add("turn/end", {"turn": n + 1, "reason": {"kind": "completed"}})
     return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
 
 

@@ -6,7 +6,13 @@ import hashlib
 
 import pytest
 from dsh_chapters_core.config import DEFAULTS, Config
-from dsh_chapters_core.events import InjectionKind
+from dsh_chapters_core.events import (
+    AssistantMessage,
+    InjectionKind,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+)
 from dsh_chapters_core.fences import parse_fenced_blocks
 from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.render import (
@@ -213,3 +219,14 @@ def test_body_is_verbatim_and_deterministic(exchanges: list[tuple[str, str]]) ->
     assert body == got.body
     assert f'sha256: "{hashlib.sha256(body.encode()).hexdigest()}"' in block
     assert 1 <= len(got.slug) <= DEFAULTS.slug_max_chars
+
+
+def test_a_turn_end_reason_is_written_into_the_chapter_and_a_completed_one_is_not() -> None:
+    events = (TurnStart(0), UserMessage(1, "stop the build"), AssistantMessage(2, "stopp"),
+              TurnEnd(3, reason="aborted"), TurnStart(4), UserMessage(5, "again"),
+              AssistantMessage(6, "done"), TurnEnd(7))
+    turns = split_turns(events).complete
+    rendered = render_chapter(turns, [sign_turn(t, DEFAULTS) for t in turns], session_id="s",
+                              project_key="k", harness_id="h", config=DEFAULTS)
+    assert rendered.body.count("— turn ended: aborted —") == 1
+    assert "turn ended: completed" not in rendered.body and "turn ended: \n" not in rendered.body

@@ -1,17 +1,26 @@
-"""The DSH event-log binding: JSONL of `{type, seq, time, data}` (docs/formats.md, "DSH").
+"""The DSH session-log binding (docs/formats.md, "DSH"), built from DSH's own writer and types.
 
-DSH records its own turn boundaries (`turn/start`, `turn/end`) and its own `seq`, so this is
-the most direct of the bindings: events keep the record's `seq`, and a turn is complete only at
-its `turn/end` (§4.3). `command/run` and `command/done` are host commands, never conversation
-(§7.2); `agent-instructions` and `skill-catalog` sources are host injections (amendment
-2026-09-21).
+A log is one header line `{type: "session", id, createdAt, cwd, parentSession?, seedLength?,
+origin?, delegationDepth, …}` and then one storage record per line: a `SessionEvent`
+`{type, seq, time, data, ignorable?, surfaceOp?, sourceEventSeqs?}` with contiguous `seq` from 0
+and epoch-ms `time`, or a packed chunk row (`text-chunks`, `reasoning-chunks`,
+`tool-call-chunks`) standing for a run of `assistant/chunk` events.
+
+DSH records its own turns (`turn/start` … `turn/end {reason}`), so a turn is complete exactly at
+its `turn/end`, whatever the reason (§4.3). Host commands are never conversation (§7.2). Host
+context arrives as `user/message` events told apart by their `source` (amendment 2026-09-21):
+workspace instructions, the skill catalog, the system-prompt plugin's runtime snapshot, hook
+and plugin notices (ours included) become host injections, and the compaction plugin's
+checkpoint is the compaction, never a prompt. Every line is accounted: imported, skipped by a
+named rule (the log-only vocabulary DSH documents), unknown by type, or malformed.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from dsh_chapters_core.events import (
     AssistantMessage,
@@ -26,7 +35,8 @@ from dsh_chapters_core.events import (
     UserMessage,
 )
 
-from dsh_chapters_harness.discovery import header_records, jsonl_files, same_directory
+from dsh_chapters_harness.dsh_discovery import discover_logs
+from dsh_chapters_harness.dsh_log import ZSTD_MAGIC, open_log, torn_frame
 from dsh_chapters_harness.transcript_lines import (
     IMPORTED,
     MALFORMED,
@@ -39,163 +49,290 @@ from dsh_chapters_harness.transcript_lines import (
 from dsh_chapters_harness.turns import TurnAssembler
 
 NAME = "dsh"
-LABEL = "DSH event log"
+LABEL = "DSH session log"
 EXPECTED = (
-    'JSON lines {"type": "user/message"|"assistant/message"|"turn/start"|…, '
-    '"seq": N, "time", "data"}'
+    'a header line {"type": "session", "id", "createdAt", …} and then JSON lines '
+    '{"type": "turn/start"|"user/message"|"assistant/message"|…, "seq": N, "time": MS, "data"}'
 )
-
-# Sources a user/message can carry, and the record types that are injections in their own right.
-_INJECTION_SOURCES = {
-    "agent-instructions": InjectionKind.INSTRUCTIONS,
-    "skill-catalog": InjectionKind.SKILL_CATALOG,
-    "runtime-context": InjectionKind.RUNTIME_CONTEXT,
-    "plugin-notice": InjectionKind.PLUGIN_NOTICE,
-}
-_INSTRUCTIONS_FROM = "instructions from:"  # the reminder form of an instruction file (amendment)
+HEADER = "session"
 _SNIFF_LINES = 8
 
+# Packed storage rows: one line standing for a run of `assistant/chunk` delta events. The
+# assembled `assistant/message` of the same step carries the full text, so a row is skipped.
+_CHUNK_ROWS = {"text-chunks": "texts", "reasoning-chunks": "texts", "tool-call-chunks": "args"}
 
-def _text_of(data: dict[str, Any]) -> str:
-    """A message's text: `data.text`, or its text blocks joined by blank lines."""
-    text = data.get("text")
-    if isinstance(text, str):
-        return text
-    blocks = data.get("blocks")
-    if isinstance(blocks, list):
-        return "\n\n".join(
-            b["text"]
-            for b in blocks
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        )
-    return ""
+# Log-only event types DSH documents (docs/persistence-catalog.md at the cited commit), each
+# skipped by a named rule: none of them is conversation, and none changes what was said.
+_LOG_ONLY_PREFIXES = {
+    "step/": "step-boundary",
+    "request/": "request-envelope",
+    "session/title": "session-title",
+    "approval/": "approval",
+    "agent/inbox/": "inbox",
+    "agent-preset/": "agent-preset",
+    "hook/": "hook-audit",
+    "llm/retry": "llm-retry",
+    "todo/": "todo",
+    "sandbox/": "policy",
+    "permission/": "policy",
+    "plan/": "policy",
+    "goal/": "goal",
+    "schedule/": "schedule",
+    "subagent/": "subagent-descriptor",
+    "tool/code-dispatch": "code-dispatch",
+    "tool-workflow/": "workflow",
+    "team/": "team",
+    "feedback/": "feedback",
+    "web/": "web-request",
+}
+CHUNK_RULE = "stream-chunk"
+SEED_RULE = "fork-seed"
+
+# `source.kind` / `source.plugin` / `source.form` of host context (llm/src/message.ts).
+_SYSTEM_PROMPT_PLUGIN = "@deepseek-ai/dsh-system-prompt"
+_CHECKPOINT_PLUGIN = "compact"  # compaction/src/checkpoint.ts: {kind: plugin, plugin: compact}
+_PROMPT = "prompt"
+_CHECKPOINT = "checkpoint"
+_FORM_KINDS = {
+    "instructions": InjectionKind.INSTRUCTIONS,
+    "catalog": InjectionKind.SKILL_CATALOG,
+    "snapshot": InjectionKind.RUNTIME_CONTEXT,
+    "notice": InjectionKind.PLUGIN_NOTICE,
+}
+_KIND_KINDS = {
+    "agent-instructions": InjectionKind.INSTRUCTIONS,
+    "skill-catalog": InjectionKind.SKILL_CATALOG,
+}
+
+
+def iso_time(ms: Any) -> str:
+    """DSH's epoch milliseconds as the ISO-8601 UTC text the core carries; "" if not a time."""
+    if not isinstance(ms, int | float) or isinstance(ms, bool) or ms < 0:
+        return ""
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def blocks_text(blocks: Any) -> str:
+    """The text of a `ContentBlock[]`: its text blocks joined by blank lines, images named."""
+    if not isinstance(blocks, list):
+        return ""
+    parts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif block.get("type") == "image":
+            parts.append("[image]")
+    return "\n\n".join(parts)
+
+
+def source_role(source: Any) -> str | InjectionKind:
+    """What a `user/message` is, by its `source`: a prompt, the checkpoint, or host context."""
+    if not isinstance(source, dict):
+        return _PROMPT  # DSH always writes one; a message without it is the user's
+    kind, plugin, form = source.get("kind"), source.get("plugin"), source.get("form")
+    if kind == "user" or form == "relay":  # relay: another agent addressed this one
+        return _PROMPT
+    if kind == "plugin" and plugin == _CHECKPOINT_PLUGIN:
+        return _CHECKPOINT
+    if kind in _KIND_KINDS:
+        return _KIND_KINDS[kind]
+    if kind == "plugin" and plugin == _SYSTEM_PROMPT_PLUGIN:
+        return InjectionKind.RUNTIME_CONTEXT
+    if isinstance(form, str) and form in _FORM_KINDS:
+        return _FORM_KINDS[form]
+    return InjectionKind.PLUGIN_NOTICE  # hooks, goal rounds, job notices: the host talking
+
+
+def _log_only_rule(kind: str) -> str | None:
+    if kind == "assistant/chunk":
+        return CHUNK_RULE
+    if kind == "session/end-seed":
+        return "end-seed"
+    for prefix, rule in _LOG_ONLY_PREFIXES.items():
+        if kind.startswith(prefix):
+            return rule
+    return None
+
+
+def is_header(record: dict[str, Any]) -> bool:
+    return record.get("type") == HEADER and isinstance(record.get("id"), str)
 
 
 def _is_dsh_record(record: dict[str, Any]) -> bool:
-    kind, seq = record.get("type"), record.get("seq")
+    if is_header(record):
+        return _is_int(record.get("createdAt"))
+    kind = record.get("type")
+    if kind in _CHUNK_ROWS:
+        return _is_int(record.get("seq0"))
     return (
         isinstance(kind, str)
-        and ("/" in kind or kind in _INJECTION_SOURCES)
-        and isinstance(seq, int)
-        and not isinstance(seq, bool)
-        and isinstance(record.get("data", {}), dict)
-        and "payload" not in record
+        and "/" in kind
+        and _is_int(record.get("seq"))
+        and _is_int(record.get("time"))
+        and isinstance(record.get("data"), dict)
     )
 
 
 class _DshRead:
-    """The state of one read: header fields, the assembler, open commands."""
+    """The state of one read: the header's facts, the assembler, open commands, compaction."""
 
     def __init__(self) -> None:
         self.turns = TurnAssembler()
         self.session_id = ""
-        self.root_session_id = ""
+        self.parent_session = ""
         self.cwd = ""
         self.started_at = ""
+        self.origin = ""
+        self.seed_length = 0
         self.last_seq: int | None = None
+        self.header_seen = False
         self.runs: dict[str, CommandRun] = {}
-        self.last_run: CommandRun | None = None
+        self.summarized: set[str] = set()  # compactionIds whose summary became a marker
+        self.after_prune = False  # the previous event was compaction/prune
 
+    # ------------------------------------------------------------------ lines
     def handle(self, line: int, record: dict[str, Any]) -> Outcome:
         kind = record.get("type")
+        if kind == HEADER:
+            return self._header(line, record)
         if not isinstance(kind, str):
             return unknown("<no type>")
-        seq = record.get("seq")
-        if not isinstance(seq, int) or isinstance(seq, bool):
-            return unknown(kind)
-        if self.last_seq is not None and seq <= self.last_seq:
-            return MALFORMED  # seq must increase: a chapter cites its span by seq
-        data = record.get("data", {})
+        if kind in _CHUNK_ROWS:
+            return self._chunk_row(kind, record)
+        seq, time, data = record.get("seq"), record.get("time"), record.get("data")
+        if not _is_int(seq):
+            return unknown(kind)  # not a DSH event: another harness's record, counted by type
         if not isinstance(data, dict):
             return MALFORMED
+        if self.last_seq is not None and seq <= self.last_seq:
+            return MALFORMED  # seq is contiguous and increasing: a chapter cites spans by it
         self.last_seq = seq
-        time = record.get("time")
-        time = time if isinstance(time, str) else ""
-        if not self.started_at and time:
-            self.started_at = time
-        return self._dispatch(kind, seq, time, data)
+        if seq < self.seed_length:
+            return skipped(SEED_RULE)  # the parent's events: they belong to its chapters
+        after_prune, self.after_prune = self.after_prune, False
+        return self._event(kind, seq, iso_time(time), data, record, after_prune)
 
-    def _dispatch(self, kind: str, seq: int, time: str, data: dict[str, Any]) -> Outcome:
-        if kind in _INJECTION_SOURCES:
-            self.turns.ambient(HostInjection(seq, _INJECTION_SOURCES[kind], _text_of(data), time))
-            return IMPORTED
-        handler = {
-            "session/start": self._session_start,
-            "user/message": self._user,
-            "assistant/message": self._assistant,
-            "tool/call": self._tool_call,
-            "tool/result": self._tool_result,
-            "command/run": self._command_run,
-            "command/done": self._command_done,
-        }.get(kind)
-        if handler is not None:
-            return handler(seq, time, data)
+    def _header(self, line: int, record: dict[str, Any]) -> Outcome:
+        if self.header_seen or line != 1 or not is_header(record):
+            return MALFORMED  # the header is the first line, once (format.ts, isHeaderLine)
+        self.header_seen = True
+        self.session_id = record["id"]
+        cwd, parent = record.get("cwd"), record.get("parentSession")
+        self.cwd = cwd if isinstance(cwd, str) else ""
+        self.parent_session = parent if isinstance(parent, str) else ""
+        self.started_at = iso_time(record.get("createdAt"))
+        seed = record.get("seedLength")
+        self.seed_length = seed if _is_int(seed) and seed > 0 else 0
+        origin = record.get("origin")
+        self.origin = origin if isinstance(origin, str) else ""
+        return IMPORTED
+
+    def _chunk_row(self, kind: str, record: dict[str, Any]) -> Outcome:
+        seq0, data = record.get("seq0"), record.get("data")
+        members = data.get(_CHUNK_ROWS[kind]) if isinstance(data, dict) else None
+        if not _is_int(seq0) or not isinstance(members, list) or not members:
+            return MALFORMED
+        if self.last_seq is not None and seq0 <= self.last_seq:
+            return MALFORMED
+        self.last_seq = seq0 + len(members) - 1  # member k is seq0 + k (chunk-rows.ts)
+        self.after_prune = False
+        return skipped(SEED_RULE if seq0 < self.seed_length else CHUNK_RULE)
+
+    # ----------------------------------------------------------------- events
+    def _event(self, kind: str, seq: int, time: str, data: dict[str, Any],
+               record: dict[str, Any], after_prune: bool) -> Outcome:
         if kind == "turn/start":
             self.turns.start(seq, time)
             return IMPORTED
         if kind == "turn/end":
-            self.turns.end_here(seq, time)
+            reason = data.get("reason")
+            why = reason.get("kind") if isinstance(reason, dict) else None
+            why = why if isinstance(why, str) and why != "completed" else ""
+            self.turns.end_here(seq, time, why)  # every reason ends the turn; the odd ones say so
             return IMPORTED
-        if kind == "compaction/end":
-            summary = data.get("summary")
-            self.turns.ambient(
-                CompactionMarker(seq, summary if isinstance(summary, str) else "", time)
-            )
-            return IMPORTED
+        if kind == "user/message":
+            return self._user(seq, time, data)
+        if kind == "assistant/message":
+            return self._assistant(seq, time, data)
+        if kind == "tool/call":
+            return self._tool_call(seq, time, data)
+        if kind == "tool/result":
+            if after_prune and isinstance(record.get("surfaceOp"), dict):
+                # compaction/prune's replacement of an earlier result: the original stays
+                return skipped("pruned-replacement")
+            return self._tool_result(seq, time, data)
+        if kind == "command/run":
+            return self._command_run(seq, time, data)
+        if kind == "command/done":
+            return self._command_done(seq, time, data)
+        if kind == "compaction/summary":
+            return self._compaction_summary(seq, time, data)
+        if kind == "compaction/prune":
+            self.after_prune = True
+            return skipped("compaction-prune")
         if kind.startswith("compaction/"):
-            return skipped("compaction-phase")  # the marker is written once, at compaction/end
-        if kind == "session/end":
-            return skipped("session-end")
+            return skipped("compaction-phase")  # start/end bracket the summary's marker
+        rule = _log_only_rule(kind)
+        if rule is not None:
+            return skipped(rule)
+        if record.get("ignorable") is True:
+            return skipped("ignorable")  # DSH: a reader may skip an ignorable unknown type
         return unknown(kind)
 
-    def _session_start(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
-        if not self.session_id and isinstance(data.get("sessionId"), str):
-            self.session_id = data["sessionId"]
-        if not self.cwd and isinstance(data.get("cwd"), str):
-            self.cwd = data["cwd"]
-        if not self.root_session_id and isinstance(data.get("parentSessionId"), str):
-            self.root_session_id = data["parentSessionId"]
-        if isinstance(data.get("startedAt"), str):
-            self.started_at = data["startedAt"]
-        return IMPORTED
-
     def _user(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
-        text = _text_of(data)
-        source = data.get("source", "user")
-        if source in _INJECTION_SOURCES:
-            self.turns.ambient(HostInjection(seq, _INJECTION_SOURCES[source], text, time))
-        elif text.lstrip().lower().startswith(_INSTRUCTIONS_FROM):
-            self.turns.ambient(HostInjection(seq, InjectionKind.INSTRUCTIONS, text, time))
-        elif not text:
+        text = blocks_text(data.get("content"))
+        role = source_role(data.get("source"))
+        if role == _CHECKPOINT:
+            compaction = data.get("source", {}).get("compactionId")
+            if compaction in self.summarized:
+                return skipped("compaction-checkpoint")  # the marker already holds its summary
+            self.turns.ambient(CompactionMarker(seq, text, time))
+            return IMPORTED
+        if isinstance(role, InjectionKind):
+            self.turns.ambient(HostInjection(seq, role, text, time))
+            return IMPORTED
+        if not text:
             return skipped("empty-message")
-        else:
-            self.turns.conversation(UserMessage(seq, text, time))
+        self.turns.conversation(UserMessage(seq, text, time))
         return IMPORTED
 
     def _assistant(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
-        blocks = data.get("blocks")
+        message = data.get("message")
+        blocks = message.get("content") if isinstance(message, dict) else None
         if not isinstance(blocks, list):
-            text = data.get("text")
-            blocks = [{"type": "text", "text": text}] if isinstance(text, str) else []
-        emitted = False
+            return MALFORMED
+        emitted = calls = False
         for block in blocks:
-            if (
-                not isinstance(block, dict)
-                or not isinstance(block.get("text"), str)
-                or not block["text"]
-            ):
+            if not isinstance(block, dict):
                 continue
-            if block.get("type") == "reasoning":
-                self.turns.conversation(Reasoning(seq, block["text"], time))
+            text = block.get("text")
+            if block.get("type") == "tool-call":
+                calls = True  # its own tool/call event carries it, once
+            elif not isinstance(text, str) or not text:
+                continue
+            elif block.get("type") == "reasoning":
+                self.turns.conversation(Reasoning(seq, text, time))
                 emitted = True
             elif block.get("type") == "text":
-                self.turns.conversation(AssistantMessage(seq, block["text"], time))
+                self.turns.conversation(AssistantMessage(seq, text, time))
                 emitted = True
-        return IMPORTED if emitted else skipped("empty-message")
+        if emitted:
+            return IMPORTED
+        return skipped("tool-calls-as-events" if calls else "empty-message")
 
     def _tool_call(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
         arguments = data.get("arguments", "")
-        if not isinstance(arguments, str):
+        if not isinstance(arguments, str):  # DSH keeps the model's raw string; be lenient
             arguments = json.dumps(arguments, ensure_ascii=False)
         self.turns.conversation(
             ToolCall(seq, str(data.get("callId", "")), str(data.get("name", "")), arguments, time)
@@ -203,36 +340,50 @@ class _DshRead:
         return IMPORTED
 
     def _tool_result(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
-        text = data.get("text", data.get("output", ""))
-        if not isinstance(text, str):
-            text = json.dumps(text, ensure_ascii=False)
-        self.turns.conversation(
-            ToolResult(
-                seq, str(data.get("callId", "")), text, bool(data.get("isError", False)), time
-            )
-        )
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        block = next((b for b in content or () if isinstance(b, dict)
+                      and b.get("type") == "tool-result"), None)
+        if block is None:
+            return MALFORMED
+        self.turns.conversation(ToolResult(
+            seq, str(block.get("toolCallId", "")), blocks_text(block.get("content")),
+            bool(block.get("isError")) or isinstance(data.get("error"), dict), time,
+        ))
         return IMPORTED
 
     def _command_run(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
-        run = CommandRun(seq, str(data.get("command", "")), "", time)
+        name, args = data.get("name"), data.get("args")
+        command = f"/{name if isinstance(name, str) else ''}{args if isinstance(args, str) else ''}"
+        run = CommandRun(seq, command, "", time)
         self.turns.ambient(run)
-        self.runs[str(data.get("runId", ""))] = run
-        self.last_run = run
+        self.runs[str(data.get("commandId", ""))] = run
         return IMPORTED
 
     def _command_done(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
-        output = data.get("output", "")
-        if not isinstance(output, str):
-            output = json.dumps(output, ensure_ascii=False)
-        run_id = data.get("runId")
-        run = self.runs.pop(str(run_id), None) if run_id is not None else self.last_run
-        if run is not None and not run.output:
+        text = data.get("text")
+        output = text if isinstance(text, str) else ""
+        if data.get("kind") == "error":
+            output = f"error: {output}" if output else "error"
+        run = self.runs.pop(str(data.get("commandId", "")), None)
+        if run is not None:
             self.turns.amend(run, CommandRun(run.seq, run.command, output, run.time))
-            if self.last_run is run:
-                self.last_run = None
-        else:  # an output whose run is not in this file: keep it, never drop it
+        else:  # an outcome whose run is not in this file: keep it, never drop it
             self.turns.ambient(CommandRun(seq, "", output, time))
         return IMPORTED
+
+    def _compaction_summary(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
+        self.turns.ambient(CompactionMarker(seq, blocks_text(data.get("summary")), time))
+        compaction = data.get("compactionId")
+        if isinstance(compaction, str):
+            self.summarized.add(compaction)
+        return IMPORTED
+
+
+def fallback_session_id(path: str) -> str:
+    """A header-less log's id: its session directory's name, else the file's stem."""
+    p = Path(path)
+    return p.parent.name if p.name.startswith("session.jsonl") else p.name.split(".", 1)[0]
 
 
 class DshReader:
@@ -241,18 +392,21 @@ class DshReader:
     name = NAME
 
     def sniff(self, head: bytes) -> bool:
+        if head.startswith(ZSTD_MAGIC):
+            return True  # no other harness we read writes zstd frames
         return any(_is_dsh_record(r) for r in head_records(head, limit=_SNIFF_LINES))
 
     def read(self, path: str) -> Transcript:
         state = _DshRead()
-        ledger = read_records(path, state.handle, label=LABEL, expected=EXPECTED)
+        ledger = read_records(path, state.handle, label=LABEL, expected=EXPECTED,
+                              open_stream=open_log, stopped_early=torn_frame)
         return Transcript(
-            session_id=state.session_id or Path(path).stem,
+            session_id=state.session_id or fallback_session_id(path),
             harness=NAME,
             events=state.turns.finish(),  # no turn/end, no completed turn (§4.3)
             account=ledger.account(),
-            root_session_id=state.root_session_id
-            if state.root_session_id != state.session_id
+            root_session_id=state.parent_session
+            if state.parent_session != state.session_id
             else "",
             cwd=state.cwd,
             source_path=str(path),
@@ -260,17 +414,5 @@ class DshReader:
         )
 
     def discover(self, source: str | None, cwd: str) -> list[str]:
-        """Logs under `source`, or the sessions of `cwd` under `~/.dsh/sessions`."""
-        root = Path(source) if source else Path.home() / ".dsh" / "sessions"
-        found = []
-        for path in jsonl_files(root):
-            records = [r for r in header_records(path) if _is_dsh_record(r)]
-            if not records:
-                continue
-            if source is None:
-                start = next((r for r in records if r.get("type") == "session/start"), None)
-                data = start.get("data", {}) if start else {}
-                if not isinstance(data, dict) or not same_directory(str(data.get("cwd", "")), cwd):
-                    continue
-            found.append(str(path))
-        return found
+        """Logs under `source`, or this workspace's logs under `$DSH_HOME/sessions`."""
+        return discover_logs(source, cwd)

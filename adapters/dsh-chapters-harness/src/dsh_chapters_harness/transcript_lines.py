@@ -234,6 +234,10 @@ def not_a_transcript(path: str, ledger: LineLedger, *, label: str, expected: str
     )
 
 
+def _open_binary(path: str) -> BinaryIO:
+    return open(path, "rb")
+
+
 def read_records(
     path: str,
     handle: Callable[[int, dict[str, Any]], Outcome],
@@ -241,15 +245,19 @@ def read_records(
     label: str,
     expected: str,
     ledger: LineLedger | None = None,
+    open_stream: Callable[[str], BinaryIO] | None = None,
+    stopped_early: Callable[[BinaryIO], bool] | None = None,
 ) -> LineLedger:
     """Feed every record of `path` to `handle` and account for every line.
 
     Raises `InputError` if the file cannot be opened or none of its lines is a `label` record.
     A caller that reads side files while handling lines passes its own `ledger` to count them.
+    A binding whose files are not plain lines (DSH's zstd frames) passes `open_stream`, and
+    `stopped_early` to say whether the stream ended inside a unit it could not finish.
     """
     ledger = ledger if ledger is not None else LineLedger()
     try:
-        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        stream = (open_stream or _open_binary)(path)
     except IsADirectoryError:
         raise InputError(
             f"{path} is a directory, not a {label} session file",
@@ -263,6 +271,8 @@ def read_records(
     with stream:
         for number, record in iter_records(stream, ledger):
             ledger.record(number, handle(number, record))
+        if stopped_early is not None and stopped_early(stream):
+            ledger.truncated_tail = True
     if ledger.recognized == 0:
         raise not_a_transcript(path, ledger, label=label, expected=expected)
     return ledger

@@ -83,10 +83,10 @@ class TurnAssembler:
                 return
         raise ValueError("amend: the event is not in this transcript")
 
-    def end_here(self, seq: int, time: str = "") -> None:
-        """The harness recorded the end of the turn on this line."""
+    def end_here(self, seq: int, time: str = "", reason: str = "") -> None:
+        """The harness recorded the end of the turn on this line (and why, if not completed)."""
         if self._open:
-            self._events.append(TurnEnd(seq=seq, time=time))
+            self._events.append(TurnEnd(seq=seq, time=time, reason=reason))
             self._close()
 
     def end_after_conversation(self) -> None:

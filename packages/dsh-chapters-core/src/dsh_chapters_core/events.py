@@ -70,6 +70,7 @@ class TurnStart:
 class TurnEnd:
     seq: int
     time: str = ""
+    reason: str = ""  # why the harness ended the turn when not a normal completion ("aborted")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from dsh_chapters_core.events import (
     Reasoning,
     ToolCall,
     ToolResult,
+    TurnEnd,
     UserMessage,
 )
 from dsh_chapters_core.fences import fence
@@ -247,6 +248,9 @@ def render_chapter(
                     blocks.append(f"{label}:\n\n{fence(text, TEXT_INFO)}")
             elif isinstance(event, CompactionMarker):
                 blocks.append(f"— compaction at seq {event.seq} —")
+            elif isinstance(event, TurnEnd) and event.reason:
+                # §4.3: the turn is complete either way; the chapter says it did not finish
+                blocks.append(f"— turn ended: {event.reason} —")
     body = "\n\n".join(blocks) + "\n"
     body_sha = sha256_text(body)
     start = min(turn.start_seq for turn in turns)

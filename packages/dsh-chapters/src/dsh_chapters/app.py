@@ -28,6 +28,7 @@ from dsh_chapters_core.search.service import SearchService
 if TYPE_CHECKING:
     from dsh_chapters_core.enrich.queue import ModelRoute
     from dsh_chapters_fs.storelog import StoreLog
+    from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
 
 MIRROR_DIRNAME = ".dsh-knowledge"
@@ -55,6 +56,7 @@ class Factories:
     model_door: Callable[[App, ModelRoute], ModelDoor]
     drain_lock: Callable[[App, str], DrainLock]
     installer: Callable[[App, tuple[str, ...], int], Installer]
+    dsh_installer: Callable[[App, tuple[str, ...]], DshInstaller]
     serve_mcp: Callable[[AgentArchive, str], None]
     model_key_name: Callable[[str], str]
     model_base_url: Callable[[str, str], str]

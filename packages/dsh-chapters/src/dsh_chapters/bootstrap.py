@@ -42,6 +42,7 @@ from dsh_chapters.plugins import LazyPlugins, load_harness_readers, load_provide
 
 if TYPE_CHECKING:
     from dsh_chapters_core.enrich.queue import ModelRoute
+    from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
 
 PROJECT_CONFIG_NAME = PROJECT_CONFIG
@@ -171,11 +172,19 @@ def serve_mcp(archive: AgentArchive, instructions: str = "") -> None:
 
 
 def agent_installer(app: App, command: tuple[str, ...], hook_timeout_s: int) -> Installer:
+    """Claude Code and Codex configuration edits, recorded in the ledger under DSH_HOME."""
     from dsh_chapters_harness.install import Installer  # only `install`/`uninstall` pay for it
 
-    """Claude Code and Codex configuration edits, recorded in the ledger under DSH_HOME."""
     return Installer(command=command, ledger_path=app.dsh_home / INSTALL_LEDGER,
                      hook_timeout_s=hook_timeout_s)
+
+
+def dsh_installer(app: App, command: tuple[str, ...]) -> DshInstaller:
+    """The row in DSH's own cordis.patch.yml; the MCP server it starts sees our DSH_HOME."""
+    from dsh_chapters_harness.dsh_install import DshInstaller
+
+    return DshInstaller(command=command, ledger_path=app.dsh_home / INSTALL_LEDGER,
+                        workspace=app.workspace, chapters_home=app.dsh_home)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,6 +237,7 @@ FACTORIES = Factories(
     model_door=open_model_door,
     drain_lock=enrichment_lock,
     installer=agent_installer,
+    dsh_installer=dsh_installer,
     serve_mcp=serve_mcp,
     model_key_name=model_key_name,
     model_base_url=model_base_url,

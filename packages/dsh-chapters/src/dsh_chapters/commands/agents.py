@@ -23,7 +23,7 @@ from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.hooks import HookPayload, after_archive, run_hook, safe_message
 from dsh_chapters.services.agents import AppArchive, project_line
 
-AGENTS = ("claude-code", "codex")
+AGENTS = ("claude-code", "codex", "dsh")
 SCOPES = ("project", "user")
 # Claude Code's own kill switch sits past the hook's budget, so our watchdog always speaks first.
 CLAUDE_TIMEOUT_MARGIN_S = 10
@@ -111,12 +111,27 @@ def codex_home(inv: Invocation) -> Path:
     return Path(inv.env["CODEX_HOME"]) if inv.env.get("CODEX_HOME") else _home(inv) / ".codex"
 
 
+def dsh_home(inv: Invocation) -> Path:
+    """DSH_HOME, else ~/.dsh (where DSH keeps cordis.patch.yml and its sessions)."""
+    return Path(inv.env["DSH_HOME"]) if inv.env.get("DSH_HOME") else _home(inv) / ".dsh"
+
+
+DSH_STEPS = ["next: start a new DSH session: its tools include mcp__dsh-chapters__*; DSH runs no "
+             "command at compaction or session end, so archive with `chapters import dsh` "
+             "(docs/agents.md)"]
+
+
 def _installer(app: App) -> Any:
     timeout = math.ceil(app.config.hook_timeout_ms / 1000) + CLAUDE_TIMEOUT_MARGIN_S
     return app.factories.installer(app, chapters_command(), timeout)
 
 
 def _scope(args: argparse.Namespace) -> str:
+    if args.agent == "dsh":
+        if args.scope is not None:
+            raise UsageError(f"--scope {args.scope}: DSH has one cordis.patch.yml per user "
+                             "(DSH_HOME or ~/.dsh)", hint="run `chapters install dsh`")
+        return "user"
     if args.agent == "codex":
         if args.scope is not None:
             raise UsageError(f"--scope {args.scope}: Codex has one config.toml per user "
@@ -141,6 +156,10 @@ def _emit_changes(inv: Invocation, verb: str, agent: str, scope: str,
 def run_install(args: argparse.Namespace, inv: Invocation) -> int:
     scope = _scope(args)
     app = inv.app
+    if args.agent == "dsh":
+        changes = app.factories.dsh_installer(app, chapters_command()).install(dsh_home(inv))
+        _emit_changes(inv, "installed", args.agent, scope, changes, DSH_STEPS)
+        return 0
     installer = _installer(app)
     if args.agent == "codex":
         changes = installer.install_codex(codex_home(inv))
@@ -158,7 +177,9 @@ def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
     scope = _scope(args)
     app = inv.app
     installer = _installer(app)
-    if args.agent == "codex":
+    if args.agent == "dsh":
+        changes = app.factories.dsh_installer(app, chapters_command()).uninstall(dsh_home(inv))
+    elif args.agent == "codex":
         changes = installer.uninstall_codex(codex_home(inv))
     else:
         changes = installer.uninstall_claude(scope, app.workspace, _home(inv))
@@ -191,8 +212,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
             description="claude-code: the SessionStart, PreCompact and SessionEnd hooks in "
                         "settings.json and the MCP server in .mcp.json (project) or "
                         "~/.claude.json (user). codex: the MCP server in $CODEX_HOME/config.toml. "
+                        "dsh: a @deepseek-ai/dsh-mcp-client row in $DSH_HOME/cordis.patch.yml. "
                         "A backup is written before the first change; other entries are kept.")
-        parser.add_argument("agent", choices=AGENTS, metavar="claude-code|codex",
+        parser.add_argument("agent", choices=AGENTS, metavar="claude-code|codex|dsh",
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
                             help="claude-code only: this project (default) or your user")

@@ -42,7 +42,7 @@ def run_archive(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# chapters import claude-code|codex [--source DIR]
+# chapters import dsh|claude-code|codex [--source DIR]
 
 
 @dataclass
@@ -185,10 +185,12 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     imp = subparsers.add_parser(
         "import", parents=[common], help="archive every session of this project",
-        description="Archive every Claude Code session of this project (matched by its "
-                    "directory) or every Codex rollout whose cwd is this project; with --source, "
-                    "every session file under DIR. Re-running adds no file.")
-    imp.add_argument("harness", metavar="claude-code|codex", help="whose sessions to import")
+        description="Archive every DSH session of this project (under $DSH_HOME/sessions, "
+                    "by its normalized cwd and the log's own cwd), every Claude Code session of "
+                    "this project (matched by its directory) or every Codex rollout whose cwd is "
+                    "this project; with --source, every session file under DIR. Re-running adds "
+                    "no file.")
+    imp.add_argument("harness", metavar="dsh|claude-code|codex", help="whose sessions to import")
     imp.add_argument("--source", metavar="DIR", help="import the session files under DIR")
     imp.set_defaults(run=run_import)
 

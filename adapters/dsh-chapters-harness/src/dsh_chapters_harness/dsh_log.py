@@ -1,0 +1,106 @@
+"""Opening a DSH session log as a stream of lines, compressed or not (docs/formats.md, "DSH").
+
+DSH writes `session.jsonl.zstd` by default: a concatenation of independent, checksummed
+Zstandard frames (one for the header line, one per durable append batch); with compression off
+it writes the same lines raw to `session.jsonl`. Both are read as a stream, never whole, so a
+long session costs one line of memory.
+
+A log still being written can end inside a frame. The frames before it are complete and are
+read; the torn frame's decoded prefix still counts as far as it has complete lines, and the read
+reports that it stopped there (`torn_frame`), as the line reader does for a partial last line.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import BinaryIO
+
+import zstandard
+
+ZSTD_SUFFIX = ".zstd"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # every Zstandard frame opens with it (RFC 8878 §3.1.1)
+_INPUT_PIECE = 1 << 16  # compressed bytes fed to the decoder at a time
+
+
+class ZstdFrames(io.RawIOBase):
+    """The decompressed bytes of a concatenation of Zstandard frames, read frame by frame.
+
+    `torn_frame` is set at EOF when the last frame started but never ended (a live writer).
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._decoder = zstandard.ZstdDecompressor().decompressobj()
+        self._fed = False  # the current frame has consumed input
+        self._pending = b""
+        self._eof = False
+        self.torn_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while not self._pending and not self._eof:
+            self._decode_more()
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def _decode_more(self) -> None:
+        chunk = self._raw.read(_INPUT_PIECE)
+        if not chunk:
+            self._eof = True
+            self.torn_frame = self._fed
+            return
+        out = []
+        while chunk:
+            try:
+                out.append(self._decoder.decompress(chunk))
+            except zstandard.ZstdError:  # a damaged frame: keep what came before it, stop
+                self._eof = self.torn_frame = True
+                break
+            self._fed = True
+            if not self._decoder.eof:
+                break
+            chunk = self._decoder.unused_data  # the next frame starts in this piece
+            self._decoder = zstandard.ZstdDecompressor().decompressobj()
+            self._fed = False
+        self._pending = b"".join(out)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def is_compressed(path: str | Path, head: bytes = b"") -> bool:
+    """A `.zstd` log, by its suffix or by its first bytes."""
+    return str(path).endswith(ZSTD_SUFFIX) or head.startswith(ZSTD_MAGIC)
+
+
+def open_log(path: str) -> BinaryIO:
+    """A binary line stream over the log at `path`; raises OSError as `open` does."""
+    raw = open(path, "rb")  # noqa: SIM115 - the caller closes the returned stream
+    try:
+        head = raw.peek(len(ZSTD_MAGIC))[: len(ZSTD_MAGIC)] if hasattr(raw, "peek") else b""
+    except OSError:
+        head = b""
+    if not is_compressed(path, head):
+        return raw
+    return io.BufferedReader(ZstdFrames(raw))
+
+
+def torn_frame(stream: BinaryIO) -> bool:
+    """Whether a stream from `open_log` ended inside a Zstandard frame."""
+    inner = getattr(stream, "raw", None)
+    return isinstance(inner, ZstdFrames) and inner.torn_frame
+
+
+def decompressed_head(path: str | Path, size: int) -> bytes:
+    """The first `size` decompressed bytes of a log (its header line, for discovery)."""
+    try:
+        with open_log(str(path)) as stream:
+            return stream.read(size)
+    except (OSError, zstandard.ZstdError):
+        return b""

@@ -1,0 +1,82 @@
+"""`chapters import dsh`: this workspace's sessions, found where DSH keeps them under DSH_HOME."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import zstandard
+from dsh_chapters_harness.dsh_discovery import project_key
+
+from tests.app.archive_workspace import Runner, make_workspace, runner, snapshot
+from tests.fixtures import DSH_SESSIONS, PROJECT_CWD
+from tests.fixtures.dsh_sessions import FORK_CHILD_ID, FORK_PARENT_ID, SUBAGENT_ID
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return make_workspace(tmp_path / "acme-api")
+
+
+@pytest.fixture
+def chapters(ws: Path, monkeypatch: pytest.MonkeyPatch,
+             capsys: pytest.CaptureFixture[str]) -> Runner:
+    return runner(ws, monkeypatch, capsys)
+
+
+def place_sessions(ws: Path) -> list[Path]:
+    """The fixture logs of PROJECT_CWD, moved to `ws` (header cwd and project dir), one zstd."""
+    sessions = ws.parent / "dsh-home" / "sessions"
+    placed = []
+    for source in sorted(DSH_SESSIONS.glob("*/*/session.jsonl")):
+        lines = source.read_text(encoding="utf-8").splitlines()
+        header = json.loads(lines[0])
+        if header["cwd"] != PROJECT_CWD:
+            cwd = header["cwd"]  # another project's session stays another project's
+        else:
+            cwd = header["cwd"] = str(ws)
+        lines[0] = json.dumps(header, separators=(",", ":"))
+        target = sessions / project_key(cwd) / source.parent.name / "session.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(line + "\n" for line in lines)
+        if not placed:  # DSH's default: one checksummed frame per append batch
+            cctx = zstandard.ZstdCompressor(write_checksum=True)
+            target = target.with_name("session.jsonl.zstd")
+            target.write_bytes(cctx.compress((lines[0] + "\n").encode()) +
+                               cctx.compress(text.split("\n", 1)[1].encode()))
+        else:
+            target.write_text(text, encoding="utf-8")
+        if cwd == str(ws):
+            placed.append(target)
+    return placed
+
+
+def test_import_dsh_finds_and_archives_this_workspaces_sessions_then_writes_nothing(
+    ws: Path, chapters: Runner,
+) -> None:
+    placed = place_sessions(ws)
+    assert len(placed) == 8
+    first = chapters("import", "dsh", "--json")
+    assert first.code == 0, first.err
+    data = json.loads(first.out)
+    assert data["sessions"] == data["imported"] == len(placed)
+    assert data["chapters"] > 0 and data["failures"] == []
+    assert {r["source"] for r in data["reports"]} == {str(p) for p in placed}
+    linked = {r["sessionId"]: r["rootSessionId"] for r in data["reports"]
+              if r["sessionId"] != r["rootSessionId"]}
+    assert linked == {FORK_CHILD_ID: FORK_PARENT_ID, SUBAGENT_ID: FORK_PARENT_ID}
+    assert all(r["lines"]["unknown"] == r["lines"]["malformed"] == 0 for r in data["reports"])
+    store = snapshot(ws / ".dsh-chapters")
+    again = chapters("import", "dsh", "--json")
+    assert again.code == 0, again.err
+    assert json.loads(again.out)["chapters"] == 0
+    assert snapshot(ws / ".dsh-chapters") == store
+
+
+def test_import_dsh_with_no_session_of_this_workspace_says_where_it_looked(
+    ws: Path, chapters: Runner,
+) -> None:
+    result = chapters("import", "dsh")
+    assert result.code != 0
+    assert "no dsh session" in result.err and "0 files" in result.err
