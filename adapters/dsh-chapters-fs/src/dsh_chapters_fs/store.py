@@ -94,13 +94,15 @@ class FsChapterStore:
             self._records = records
         return self._records
 
-    def _find_record(self, session_id: str) -> tuple[str, Path] | None:
-        """A root session's record is at a known path: no scan of every session for it (the
-        archive path stays O(new turns)). A fork child's needs its root, found by the scan."""
-        if self._records is None and is_session_id(session_id) and "/" not in session_id:
-            main = self._base / session_id / SESSION_FILE
-            if main.is_file():
-                return session_id, main
+    def _find_record(self, session_id: str,
+                     root_session_id: str = "") -> tuple[str, Path] | None:
+        """With the root known, a record is at a known path and nothing is scanned (the archive
+        path stays O(new turns)); without it, a fork child's root is found by the scan."""
+        if self._records is None and root_session_id:
+            root_dir = self._session_dir(root_session_id)
+            path = (root_dir / SESSION_FILE if session_id == root_session_id
+                    else root_dir / "sessions" / f"{self._session_dir(session_id).name}.json")
+            return (root_session_id, path) if path.is_file() else None
         return self._scan_records().get(session_id)
 
     def _load_record(self, path: Path) -> dict[str, Any]:
@@ -135,15 +137,15 @@ class FsChapterStore:
         if self._records is not None:
             self._records[session_id] = (root_session_id, path)
 
-    def watermark(self, session_id: str) -> int:
-        found = self._find_record(session_id)
+    def watermark(self, session_id: str, *, root_session_id: str = "") -> int:
+        found = self._find_record(session_id, root_session_id)
         if found is None:
             return NO_WATERMARK
         value = self._load_record(found[1]).get("watermark", NO_WATERMARK)
         return value if isinstance(value, int) and not isinstance(value, bool) else NO_WATERMARK
 
-    def set_watermark(self, session_id: str, seq: int) -> None:
-        found = self._find_record(session_id)
+    def set_watermark(self, session_id: str, seq: int, *, root_session_id: str = "") -> None:
+        found = self._find_record(session_id, root_session_id)
         if found is None:
             raise ChaptersError(f"session {session_id} has no record in {self.root}",
                                 hint="record the session before archiving its turns")

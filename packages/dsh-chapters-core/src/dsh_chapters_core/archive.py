@@ -103,7 +103,7 @@ class ArchiveReport:
 def _archived_through(store: ChapterStore, transcript: Transcript) -> tuple[int, int]:
     """(the recorded watermark, the effective one): a crash between a chapter and the
     watermark write leaves the chapter ahead of the record, and the chapter wins."""
-    recorded = store.watermark(transcript.session_id)
+    recorded = store.watermark(transcript.session_id, root_session_id=transcript.root_id)
     # Seq ranges grow with chapter numbers within a session, so the newest chapter of this
     # session is the only one that can be ahead of the record: O(1) in the corpus, not O(N).
     for document in store.session_chapters(transcript.root_id):
@@ -156,7 +156,8 @@ def archive_transcript(
         )
         if not fresh:
             if before > recorded:
-                store.set_watermark(transcript.session_id, before)  # repair after a crash
+                store.set_watermark(transcript.session_id, before,  # repair after a crash
+                                    root_session_id=transcript.root_id)
             return report
         store.record_session(transcript.root_id, transcript.session_id, {
             "harnessId": harness_id,
@@ -203,7 +204,7 @@ def archive_transcript(
             redactions.extend(rendered.redactions)
             omissions.extend(rendered.omitted)
         mark = max(t.end_seq for t in fresh)
-        store.set_watermark(transcript.session_id, mark)
+        store.set_watermark(transcript.session_id, mark, root_session_id=transcript.root_id)
     return ArchiveReport(
         session_id=report.session_id,
         root_session_id=report.root_session_id,

@@ -108,11 +108,11 @@ class FakeChapterStore:
         self.records[session_id] = {**meta, "sessionId": session_id, "watermark": -1,
                                     "rootSessionId": root_session_id}
 
-    def watermark(self, session_id: str) -> int:
+    def watermark(self, session_id: str, *, root_session_id: str = "") -> int:
         value = self.records.get(session_id, {}).get("watermark", -1)
         return int(value)
 
-    def set_watermark(self, session_id: str, seq: int) -> None:
+    def set_watermark(self, session_id: str, seq: int, *, root_session_id: str = "") -> None:
         if session_id not in self.records:
             raise ChaptersError(f"session {session_id} has no record")
         self._write(f"watermark:{session_id}")
