@@ -400,6 +400,16 @@ SETTINGS: tuple[Setting, ...] = (
     _s("treedxLeaseRetryDelayMs", 1000, "delay between lease retries", minimum=0, maximum=600_000),
     _s("treedxPageSize", 500, "entries per paths/list page", minimum=1, maximum=500),
     _s("treedxReadBatch", 50, "paths per batched files/read", minimum=1, maximum=500),
+    # the local web viewer (`chapters serve`); it binds 127.0.0.1 only
+    _s("viewerPort", 8765, "port `chapters serve` listens on when --port is not given",
+       minimum=0, maximum=65_535),
+    _s(
+        "viewerSearchMaxTokens",
+        4000,
+        "pack size of a viewer search page (the CLI's is searchDefaultMaxTokens)",
+        minimum=16,
+        maximum=1_000_000,
+    ),
 )
 
 SETTINGS_BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
@@ -472,6 +482,8 @@ class Config:
     treedx_lease_retry_delay_ms: int = 1000
     treedx_page_size: int = 500
     treedx_read_batch: int = 50
+    viewer_port: int = 8765
+    viewer_search_max_tokens: int = 4000
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)
