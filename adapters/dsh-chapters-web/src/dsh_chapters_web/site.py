@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -52,12 +53,23 @@ def wants_json(request: Request) -> bool:
     return "application/json" in accept and "text/html" not in accept
 
 
-def _status_of(exc: ChaptersError) -> int:
+def _status_of(exc: ChaptersError, method: str) -> int:
+    """By the error's class, never its wording: bad input 400, a refusal 409; any other
+    explained error is "not there" (404) for a read and "could not be done" (409) for a write
+    (an unknown rule id, a writer lock held past its timeout)."""
     if isinstance(exc, UsageError):
         return 400
     if isinstance(exc, RefusalError):
         return 409
-    return 404
+    return 404 if method in ("GET", "HEAD") else 409
+
+
+def _is_day(value: str) -> bool:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return len(value) == _DAY
 
 
 class Site:
@@ -106,7 +118,7 @@ class Site:
         return response
 
     def error(self, request: Request, exc: ChaptersError, status: int | None = None) -> Response:
-        code = status or _status_of(exc)
+        code = status or _status_of(exc, request.method)
         return self.page(request, "error.html",
                          {"error": exc.message, "next": exc.hint, "status": code}, status=code)
 
@@ -172,9 +184,14 @@ class Site:
         q = request.query_params
         filters = SearchFilters(
             kind=q.get("kind", "").strip(), topic=q.get("topic", "").strip(),
-            machine=q.get("machine", "").strip(), since=q.get("since", "").strip()[:_DAY],
-            until=q.get("until", "").strip()[:_DAY],
+            machine=q.get("machine", "").strip(), since=q.get("since", "").strip(),
+            until=q.get("until", "").strip(),
             cross_project=q.get("cross", "") in ("1", "on", "true"))
+        for name, value in (("since", filters.since), ("until", filters.until)):
+            if value and not _is_day(value):
+                return self.error(request, UsageError(
+                    f"{name}={value!r} is not a date (YYYY-MM-DD, 10 characters)",
+                    hint=f"pass {name}=2026-11-30, or leave it empty for any date"))
         query = q.get("q", "")
         if not query.strip() and not filters.topic:
             return self.page(request, "search.html", {"query": "", "matches": [],

@@ -282,6 +282,9 @@ class AppViewer:
             door = service.doors[0]
             curation = read_curation(door.tree)
             manifest = load_manifest(door.tree)
+            # A merge made here lands in the store's edits first; the mirror door follows once
+            # `chapters sync` publishes it (§6.3), so the page says which aliases still wait.
+            local = read_curation(service.store.tree).aliases.pairs
         finally:
             service.close()
         counts: dict[str, int] = defaultdict(int)
@@ -297,6 +300,8 @@ class AppViewer:
                       for t, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
         return {"door": str(door.name), "vocabulary": vocabulary,
                 "aliases": [{"from": a, "to": b} for a, b in curation.aliases.pairs],
+                "pendingAliases": [{"from": a, "to": b} for a, b in local
+                                   if (a, b) not in curation.aliases.pairs],
                 "candidates": candidates, "vocabApply": app.config.vocab_apply}
 
     def merge_topics(self, source: str, target: str) -> dict[str, Any]:
