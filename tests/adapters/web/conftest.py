@@ -5,9 +5,11 @@ marked chapter and the artifact are our own text."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dsh_chapters.services.web_viewer import AppViewer
@@ -125,3 +127,95 @@ def client(two_machines: Pool, client_for: ClientFor) -> TestClient:
 
 
 JSON = {"Accept": "application/json"}
+
+
+# -- a live server and a real browser ---------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (`.ci/run` installs it), never a download
+CHROMIUM_ARGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+)
+REBOUND_HOST = "rebound.test"  # resolved to 127.0.0.1 by the browser: a DNS-rebinding page
+# Set to a directory to keep the screenshots docs/viewer.md shows (docs/viewer/).
+SCREENSHOTS_ENV = "CHAPTERS_VIEWER_SCREENSHOTS"
+
+
+@dataclass
+class LiveServer:
+    url: str
+    port: int
+
+
+@pytest.fixture
+def live_for() -> Iterator[Callable[[Machine], LiveServer]]:
+    import threading
+
+    import uvicorn
+    from dsh_chapters_web.server import bind_loopback
+
+    running: list[tuple[uvicorn.Server, threading.Thread, object]] = []
+
+    def start(m: Machine) -> LiveServer:
+        sock = bind_loopback(0)
+        port = sock.getsockname()[1]
+        app = make_app(AppViewer(m.app()), port)  # its own CSRF token, as `chapters serve`
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                               lifespan="off"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        for _ in range(200):
+            if server.started:
+                break
+            threading.Event().wait(0.025)
+        running.append((server, thread, sock))
+        return LiveServer(f"http://127.0.0.1:{port}", port)
+
+    yield start
+    for server, thread, sock in running:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture
+def browser_page(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A Chromium page; on failure its screenshot is saved under the test's tmp dir."""
+    from playwright import sync_api as playwright_api
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does)")
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {REBOUND_HOST} 127.0.0.1"])
+        context = browser.new_context(viewport={"width": 1280, "height": 860})
+        page = context.new_page()
+        try:
+            yield page
+        finally:
+            if request.node.stash.get(_FAILED, False):
+                shot = tmp_path / f"{request.node.name}-failure.png"
+                page.screenshot(path=str(shot), full_page=True)
+                print(f"screenshot of the failure: {shot}")
+            context.close()
+            browser.close()
+
+
+def keep_screenshot(page: Any, name: str) -> None:
+    """Save a screenshot for docs/viewer.md when CHAPTERS_VIEWER_SCREENSHOTS names a folder."""
+    folder = os.environ.get(SCREENSHOTS_ENV, "")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"))
