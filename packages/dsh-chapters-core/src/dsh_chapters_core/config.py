@@ -410,6 +410,14 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=16,
         maximum=1_000_000,
     ),
+    _s(
+        "viewerIndexRefreshMs",
+        2000,
+        "how often `chapters serve` brings the search index current in the background "
+        "(0: every search page does it first, as `chapters search`)",
+        minimum=0,
+        maximum=3_600_000,
+    ),
 )
 
 SETTINGS_BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
@@ -484,6 +492,7 @@ class Config:
     treedx_read_batch: int = 50
     viewer_port: int = 8765
     viewer_search_max_tokens: int = 4000
+    viewer_index_refresh_ms: int = 2000
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

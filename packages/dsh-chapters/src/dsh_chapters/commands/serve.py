@@ -37,8 +37,13 @@ def run_serve(args: argparse.Namespace, inv: Invocation) -> int:
         inv.stdout.write(line + "\n")
         inv.stdout.flush()
 
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a viewer is stopped
-        serve(AppViewer(app), port=port, open_browser=args.open, announce=announce)
+    viewer = AppViewer(app, refresh_interval_s=app.config.viewer_index_refresh_ms / 1000)
+    viewer.start()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a viewer is stopped
+            serve(viewer, port=port, open_browser=args.open, announce=announce)
+    finally:
+        viewer.close()
     return 0
 
 

@@ -10,6 +10,8 @@ rules and sync use cases take it themselves; a topic merge takes it here, as the
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,7 +23,13 @@ from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters_core.pool_layout import PoolFileKind, to_store
 from dsh_chapters_core.ports.viewer import SearchFilters
 from dsh_chapters_core.reading import read_text, resolve
-from dsh_chapters_core.rules import RuleStatus, rule_json, status_counts
+from dsh_chapters_core.rules import (
+    RuleStatus,
+    core_rule_ids,
+    load_rules,
+    rule_json,
+    status_counts,
+)
 from dsh_chapters_core.search.index import (
     canonical_topics,
     load_manifest,
@@ -88,7 +96,7 @@ def filtered_search(service: SearchService, request: SearchRequest, filters: Sea
     if not filters.narrowing:
         return service.search(request)
     harness_of = _HarnessLookup(service)
-    core = service._core_rule_ids()  # the same per-machine core bonus `search` applies
+    core = service.core_rules() if service.core_rules else frozenset()  # as `search` applies
     documents = 0
     for door in service.doors:
         ranking = service.rank_door(door, request, core_rule_ids=core, limit=None)
@@ -144,11 +152,132 @@ def group_sessions(rows: Iterable[_SessionRow]) -> dict[str, Any]:
 
 
 @dataclass
+class _CoreRuleCache:
+    """This machine's core rule ids, re-resolved only when a rule or an edits file changed.
+
+    The search service asks for them on every query (the §8 core bonus); resolving them parses
+    every rule file. A long-lived viewer keys the answer on the files' stat signatures, so a
+    query pays a directory walk of `rules/` and `edits/`, not a YAML parse per rule.
+    """
+
+    app: App
+    key: tuple[tuple[str, int, int], ...] | None = None
+    ids: frozenset[str] = frozenset()
+    guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def signature(self) -> tuple[tuple[str, int, int], ...]:
+        root = self.app.store_root
+        found = []
+        for top in ("rules", "edits"):
+            for path in sorted((root / top).rglob("*")) if (root / top).is_dir() else ():
+                if path.is_file():
+                    st = path.stat()
+                    found.append((path.relative_to(root).as_posix(), st.st_mtime_ns, st.st_size))
+        return tuple(found)
+
+    def __call__(self) -> frozenset[str]:
+        key = self.signature()
+        with self.guard:
+            if key != self.key:
+                self.ids = core_rule_ids(load_rules(self.app.store_tree, self.app.store,
+                                                    self.app.harness_id))
+                self.key = key
+            return self.ids
+
+
+@dataclass
 class AppViewer:
-    """The port over one App, composed once per server process (STYLE: compose once)."""
+    """The port over one App, composed once per server process (STYLE: compose once).
+
+    With `refresh_interval_s` > 0 and `start()` called, a background thread brings every
+    search door current on that interval (the viewer is long-lived: STYLE, "keep the index
+    current where documents are written, so a query never walks the corpus"), and pages only
+    query. Without it, each search brings the doors current first, as `chapters search` does.
+    """
 
     app: App
     search_max_tokens: int = 0
+    refresh_interval_s: float = 0.0
+    _core_rules: _CoreRuleCache = field(init=False)
+    _refreshed: threading.Event = field(default_factory=threading.Event, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    last_refresh_ms: float = field(default=0.0, init=False)
+    _local: threading.local = field(default_factory=threading.local, init=False)
+    _services: list[SearchService] = field(default_factory=list, init=False)
+    _open_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self._core_rules = _CoreRuleCache(self.app)
+
+    # -- the index, kept current -----------------------------------------------------------
+
+    def start(self) -> None:
+        if self.refresh_interval_s <= 0 or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._refresh_loop, name="viewer-index",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+
+    def refresh_now(self) -> None:
+        started = time.perf_counter()
+        service = self._open()
+        for door in service.doors:
+            service.bring_current(door)  # a walk of stats; reads only what changed
+        self.last_refresh_ms = (time.perf_counter() - started) * 1000
+        self._refreshed.set()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh_now()
+            except ChaptersError:  # an unreadable door is reported by the page that asks
+                self._refreshed.set()
+            self._stop.wait(self.refresh_interval_s)
+
+    def _open(self) -> SearchService:
+        """This thread's search service, opened once (its SQLite caches are per-thread) and
+        closed by `close()`: a page pays for its query, not for opening the caches."""
+        service: SearchService | None = getattr(self._local, "service", None)
+        mirrored = (self.app.workspace / MIRROR_DIRNAME).is_dir()
+        if service is not None and (service.door(DoorName.MIRROR) is not None) != mirrored:
+            service.close()  # the first sync made the mirror (or it went): doors changed
+            with self._open_lock:
+                self._services.remove(service)
+            service = None
+        if service is None:
+            service = open_search(self.app)
+            service.core_rules = self._core_rules  # the same resolution, cached on changes
+            self._local.service = service
+            with self._open_lock:
+                self._services.append(service)
+        return service
+
+    def close(self) -> None:
+        """Close every thread's search service (the server is done)."""
+        self.stop()
+        with self._open_lock:
+            services, self._services = self._services, []
+        here = getattr(self._local, "service", None)
+        for service in services:
+            if service is here:
+                service.close()
+            # Another thread's SQLite connection can only be closed by that thread; the server's
+            # worker threads end with the process, which closes them.
+
+    def _current_search(self) -> SearchService:
+        """A search service over doors that are current (or as current as the last pass)."""
+        if self._thread is None:
+            self.refresh_now()
+        else:
+            self._refreshed.wait()  # the first pass builds the index; later ones patch it
+        return self._open()
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -227,16 +356,11 @@ class AppViewer:
     def search(self, query: str, filters: SearchFilters) -> dict[str, Any]:
         app = self.app
         max_tokens = self.search_max_tokens or app.config.viewer_search_max_tokens
-        service = open_search(app)
-        try:
-            for door in service.doors:
-                service.bring_current(door)  # a walk of stats; reads only what changed
-            request = SearchRequest(query=query, max_tokens=max_tokens, topic=filters.topic,
-                                    cross_project=filters.cross_project,
-                                    project_key=app.identity.project_key)
-            answer = filtered_search(service, request, filters, max_tokens=max_tokens)
-        finally:
-            service.close()
+        service = self._current_search()
+        request = SearchRequest(query=query, max_tokens=max_tokens, topic=filters.topic,
+                                cross_project=filters.cross_project,
+                                project_key=app.identity.project_key)
+        answer = filtered_search(service, request, filters, max_tokens=max_tokens)
         data = answer.to_json()
         data["query"] = query
         data["filters"] = {"kind": filters.kind, "topic": filters.topic,
@@ -275,18 +399,13 @@ class AppViewer:
 
     def topics(self) -> dict[str, Any]:
         app = self.app
-        service = open_search(app)
-        try:
-            for door in service.doors:
-                service.bring_current(door)
-            door = service.doors[0]
-            curation = read_curation(door.tree)
-            manifest = load_manifest(door.tree)
-            # A merge made here lands in the store's edits first; the mirror door follows once
-            # `chapters sync` publishes it (§6.3), so the page says which aliases still wait.
-            local = read_curation(service.store.tree).aliases.pairs
-        finally:
-            service.close()
+        service = self._current_search()
+        door = service.doors[0]
+        curation = read_curation(door.tree)
+        manifest = load_manifest(door.tree)
+        # A merge made here lands in the store's edits first; the mirror door follows once
+        # `chapters sync` publishes it (§6.3), so the page says which aliases still wait.
+        local = read_curation(service.store.tree).aliases.pairs
         counts: dict[str, int] = defaultdict(int)
         candidates: list[dict[str, object]] = []
         if manifest is not None:
@@ -306,14 +425,11 @@ class AppViewer:
 
     def merge_topics(self, source: str, target: str) -> dict[str, Any]:
         app = self.app
-        service = open_search(app)
-        try:
-            with app.lock.hold(app.config.sync_timeout_ms / 1000):  # as `chapters topic merge`
-                fact = service.merge_topics(source, target)
-                for door in service.doors:
-                    service.refresh(door)
-        finally:
-            service.close()
+        service = self._open()
+        with app.lock.hold(app.config.sync_timeout_ms / 1000):  # as `chapters topic merge`
+            fact = service.merge_topics(source, target)
+            for door in service.doors:
+                service.refresh(door)
         return {"fact": {"type": str(fact.type), **dict(fact.fields), "author": fact.author,
                          "at": fact.at}, "path": f"{STORE_DIRNAME}/{edits_path(app.harness_id)}"}
 
