@@ -96,5 +96,5 @@ def test_chapters_serve_prints_its_loopback_url_and_serves(two_machines: Pool) -
             assert page.status == 200 and b'data-rule="box-b/001"' in page.read()
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
