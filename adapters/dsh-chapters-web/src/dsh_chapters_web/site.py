@@ -64,6 +64,11 @@ def _status_of(exc: ChaptersError, method: str) -> int:
     return 404 if method in ("GET", "HEAD") else 409
 
 
+def _frontmatter_value(value: object) -> str:
+    """A frontmatter value as the file's flow style writes it (JSON), strings bare."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def _is_day(value: str) -> bool:
     try:
         date.fromisoformat(value)
@@ -86,6 +91,7 @@ class Site:
         self.env.filters["markdown"] = lambda text: Markup(markdown.render(text or ""))
         self.env.filters["mark_line"] = mark_line
         self.env.filters["urlpath"] = lambda path: quote(path, safe="/")
+        self.env.filters["fmvalue"] = _frontmatter_value
         self.env.globals["csrf_field"] = CSRF_FIELD
 
     # -- plumbing ------------------------------------------------------------------------------
