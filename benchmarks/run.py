@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "treedx_pull": ("treedx_pull.py", [], ["--files", "500", "--repeat", "3"]),
     "enrich_archive": ("enrich_archive.py", [], ["--sessions", "5"]),
     "archive_scaling": ("archive_scaling.py", [], ["--chapters", "300", "--repeat", "3"]),
+    "viewer": ("viewer.py", [], ["--size", "2000", "--samples", "10"]),
 }
 
 

@@ -443,6 +443,24 @@ SETTINGS: tuple[Setting, ...] = (
     _s("treedxLeaseRetryDelayMs", 1000, "delay between lease retries", minimum=0, maximum=600_000),
     _s("treedxPageSize", 500, "entries per paths/list page", minimum=1, maximum=500),
     _s("treedxReadBatch", 50, "paths per batched files/read", minimum=1, maximum=500),
+    # the local web viewer (`chapters serve`); it binds 127.0.0.1 only
+    _s("viewerPort", 8765, "port `chapters serve` listens on when --port is not given",
+       minimum=0, maximum=65_535),
+    _s(
+        "viewerSearchMaxTokens",
+        4000,
+        "pack size of a viewer search page (the CLI's is searchDefaultMaxTokens)",
+        minimum=16,
+        maximum=1_000_000,
+    ),
+    _s(
+        "viewerIndexRefreshMs",
+        2000,
+        "how often `chapters serve` brings the search index current in the background "
+        "(0: every search page does it first, as `chapters search`)",
+        minimum=0,
+        maximum=3_600_000,
+    ),
 )
 
 SETTINGS_BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
@@ -521,6 +539,9 @@ class Config:
     treedx_lease_retry_delay_ms: int = 1000
     treedx_page_size: int = 500
     treedx_read_batch: int = 50
+    viewer_port: int = 8765
+    viewer_search_max_tokens: int = 4000
+    viewer_index_refresh_ms: int = 2000
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

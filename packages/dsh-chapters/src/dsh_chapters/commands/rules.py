@@ -21,19 +21,9 @@ from dsh_chapters_core.rules import (
 )
 
 from dsh_chapters.commands.invocation import Invocation
-from dsh_chapters.services.rules import notice, propose, rules_here, set_status
+from dsh_chapters.services.rules import notice, propose, provenance, rules_here, set_status
 
 # -- rendering ----------------------------------------------------------------------------------
-
-
-def provenance(rule: Rule) -> str:
-    who = f"{rule.author or 'user'}@{rule.harness_id}"
-    parts = [who]
-    if rule.source_session:
-        parts.append(f"session {rule.source_session}")
-    if rule.authored_at:
-        parts.append(rule.authored_at)
-    return ", ".join(parts)
 
 
 def _status_text(rule: Rule) -> str:

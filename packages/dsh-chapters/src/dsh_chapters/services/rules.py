@@ -100,3 +100,13 @@ def notice(app: App, *, session: str = "", title: str = "", handoff: str = "") -
     ctx = notice_context(app, session=root_session(app, session), title=title, handoff=handoff)
     return build_notice(app.store_tree, app.store, ctx, config=app.config,
                         harness_id=app.harness_id)
+
+
+def provenance(rule: Rule) -> str:
+    who = f"{rule.author or 'user'}@{rule.harness_id}"
+    parts = [who]
+    if rule.source_session:
+        parts.append(f"session {rule.source_session}")
+    if rule.authored_at:
+        parts.append(rule.authored_at)
+    return ", ".join(parts)
