@@ -96,7 +96,6 @@ def _chapters(workspace: Path, env: dict[str, str], *argv: str) -> dict[str, obj
 def test_two_machines_sync_through_a_folder_pool_with_a_half_synced_chapter(
     tmp_path: Path,
 ) -> None:
-    pytest.importorskip("dsh_chapters", reason="the app is installed beside the plugin")
     pool = tmp_path / "Sync" / "widgets-pool"
     pool.parent.mkdir()  # the synced folder exists on both machines; the pool is made in it
     a_ws, a_env = _machine(tmp_path, "box-a")
