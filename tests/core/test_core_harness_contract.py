@@ -51,7 +51,8 @@ class ToyReader:
             with open(path, "rb") as handle:
                 raw = handle.read()
         except OSError as exc:
-            raise InputError(f"{path}: cannot read ({exc.strerror})", hint="check the path") from None
+            raise InputError(f"{path}: cannot read ({exc.strerror})",
+                             hint="check the path") from None
         if not raw.startswith(b"# toy session"):
             if self.raise_on_bad:
                 raise ValueError("not toy")
@@ -116,5 +117,5 @@ def test_a_reader_that_rewrites_text_fails_verbatim() -> None:
                            if isinstance(e, UserMessage) else e for e in t.events)
             return dataclasses.replace(t, events=events)
 
-    with pytest.raises(HarnessContractError, match="^verbatim_text: 2 of 4 texts"):
+    with pytest.raises(HarnessContractError, match=r"^verbatim_text: 2 of 4 texts"):
         run_harness_check(_check("verbatim_text"), Stripping, SAMPLE)

@@ -6,7 +6,13 @@ import itertools
 from pathlib import Path
 
 import pytest
-from dsh_chapters_core.testing.conformance import CHECKS, KIT_VERSION, Check, MakeProvider, run_check
+from dsh_chapters_core.testing.conformance import (
+    CHECKS,
+    KIT_VERSION,
+    Check,
+    MakeProvider,
+    run_check,
+)
 from dsh_chapters_folder.provider import FolderProviderFactory
 
 _counter = itertools.count()

@@ -11,9 +11,9 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from dsh_chapters_core.testing.conformance import MakeProvider
 from dsh_chapters_folder.manifest import MANIFESTS, read_pool
 
-from dsh_chapters_core.testing.conformance import MakeProvider
 CHAPTER = "chapters/pk/s-1/001-first.md"
 BODY = b"---\ntitle: first\n---\n\n" + b"a verbatim line of the session\n" * 400
 

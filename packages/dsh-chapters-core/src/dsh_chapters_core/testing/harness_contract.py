@@ -98,7 +98,8 @@ class _Bench:
     def write(self, data: bytes, filename: str | None = None) -> str:
         """The bytes at the sample's relative path, under a directory of their own."""
         self._written += 1
-        path = os.path.join(self._scratch, f"case-{self._written}", filename or self.sample.filename)
+        relative = filename or self.sample.filename
+        path = os.path.join(self._scratch, f"case-{self._written}", relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as handle:
             handle.write(data)
