@@ -158,8 +158,10 @@ with FakeTreeDX() as fake:
     chapters(b, b_env, "link", remote, token)
     got = json.loads(chapters(b, b_env, "sync", "--json").stdout)
 assert got["ok"] and got["provider"] == "treedx" and got["copiedInNew"] > 0, got
+folder = chapters(a, a_env, "link", f"folder+{Path(root) / 'Sync'}", code=2)
+assert "pip install dsh-chapters-folder" in folder.stderr, folder.stderr
 print(f"two machines synced through a loopback TreeDX pool ({got['copiedInNew']} file(s) "
-      "copied in); " + absent("mcp"))
+      "copied in); a folder+ pool names dsh-chapters-folder; " + absent("mcp"))
 ''',
     "mcp": r'''
 import anyio
@@ -178,7 +180,10 @@ async def main():
 tools, found = anyio.run(main)
 assert "chapters_search" in tools and not found.is_error, found
 assert "http_client" in json.dumps(found.structured_content), found
-print(f"`chapters mcp` served {len(tools)} tools over stdio and answered chapters_search")
+specstory = chapters(ws, env, "import", "specstory", code=2)
+assert "pip install dsh-chapters-specstory" in specstory.stderr, specstory.stderr
+print(f"`chapters mcp` served {len(tools)} tools over stdio and answered chapters_search; "
+      "`chapters import specstory` names dsh-chapters-specstory")
 ''',
     "everything": r'''
 tests = [str(Path(EXAMPLES_ROOT) / e / "tests") for e in ("dsh-chapters-folder", "dsh-chapters-specstory")]

@@ -3,13 +3,15 @@ install (`pip install dsh-chapters-git`), through the composition root and the C
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-from dsh_chapters.bootstrap import bootstrap
+from dsh_chapters.bootstrap import bootstrap, open_model_door
 from dsh_chapters.knowledge_pool import choose_factory, normalize_remote
 from dsh_chapters.plugins import load_provider_factories, missing_provider_error
-from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.enrich.queue import ModelRoute
+from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from tests.app.test_app_pool_cli import machine
 
@@ -58,3 +60,15 @@ def test_a_schemed_path_remote_keeps_its_scheme_and_becomes_absolute(tmp_path: P
     assert normalize_remote("folder+./pool", tmp_path) == f"folder+{(tmp_path / 'pool')}"
     assert normalize_remote("folder+/srv/x", tmp_path) == "folder+/srv/x"
     assert normalize_remote("treedx+https://h/r", tmp_path) == "treedx+https://h/r"
+
+
+def test_the_model_door_without_httpx_names_the_enrich_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = machine(tmp_path, "box-a")
+    app = bootstrap(box.workspace, box.env)
+    monkeypatch.setitem(sys.modules, "httpx", None)  # a pick-and-mix install without the extra
+    with pytest.raises(ChaptersError) as refused:
+        open_model_door(app, ModelRoute("ollama/qwen3", "http://127.0.0.1:9/v1"))
+    assert "httpx" in refused.value.message and "0 found" in refused.value.message
+    assert refused.value.hint == "pip install 'dsh-chapters[enrich]'"
