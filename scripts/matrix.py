@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import email.parser
+import json
 import os
 import re
 import shutil
@@ -270,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dist", help="where the wheels are (built there when absent)")
     parser.add_argument("--keep", action="store_true", help="keep the venvs for a post-mortem")
     parser.add_argument("--jobs", type=int, default=2, help="venvs made at the same time")
+    parser.add_argument("--figures", help="write each venv's outcome and seconds here (JSON)")
     parser.add_argument("--only", action="append", default=[],
                         help="run only the combination of this scenario name (repeatable)")
     args = parser.parse_args(argv)
@@ -284,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     found = wheels(dist)
     failed = 0
     chosen = [c for c in COMBOS if not args.only or c.scenario in args.only]
+    figures: list[dict[str, object]] = []
 
     def timed(combo: Combo) -> tuple[bool, str, float]:
         at = time.monotonic()
@@ -297,11 +300,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'ok  ' if ok else 'FAIL'} {combo.name:<28} {took:5.1f}s  {line}",
                       flush=True)
                 failed += not ok
+                figures.append({"venv": combo.name, "packages": list(combo.packages), "ok": ok,
+                                "seconds": round(took, 1), "proved": line if ok else ""})
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
+    total = time.monotonic() - started
     print(f"matrix: {len(chosen) - failed} of {len(chosen)} venvs proved their line in "
-          f"{time.monotonic() - started:.0f}s")
+          f"{total:.0f}s")
+    if args.figures:
+        Path(args.figures).write_text(json.dumps(
+            {"venvs": figures, "totalSeconds": round(total, 1), "jobs": args.jobs,
+             "cpus": os.cpu_count()}, indent=2) + "\n", encoding="utf-8")
     return 1 if failed else 0
 
 
