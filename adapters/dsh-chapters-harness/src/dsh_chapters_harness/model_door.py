@@ -17,14 +17,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import cattrs
-import httpx
 from cattrs.preconf.json import make_converter
 from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.ports.model import ModelCall, ModelError, ModelFailure
+
+if TYPE_CHECKING:  # httpx is the `model` extra: imported where a request is made, on use
+    import httpx
 
 # Where each provider's OpenAI-compatible endpoint listens by default.
 KNOWN_PROVIDERS: Mapping[str, str] = {
@@ -126,6 +129,8 @@ class OpenAIChatDoor:
         self.base_url = resolve_base_url(route, base_url)
         self._key = api_key or None
         self._reasoning = True
+        import httpx
+
         self._client = httpx.Client(transport=transport, follow_redirects=False)
 
     def __repr__(self) -> str:  # never the key
@@ -150,12 +155,12 @@ class OpenAIChatDoor:
     def complete(self, call: ModelCall) -> str:
         deadline = time.monotonic() + call.timeout_s
         status, payload = self._post(call, deadline)
-        if status == httpx.codes.BAD_REQUEST and self._reasoning:
+        if status == HTTPStatus.BAD_REQUEST and self._reasoning:
             # A server that does not know `reasoning_effort` refuses the whole request: ask
             # once more without it, and leave it out from now on.
             self._reasoning = False
             status, payload = self._post(call, deadline)
-        if status in (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN):
+        if status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
             raise ModelError(ModelFailure.AUTH,
                              f"{self.base_url} answered HTTP {status}: the key is missing or "
                              "wrong (`chapters enrich model <route> --key-stdin` stores one)")
@@ -167,6 +172,8 @@ class OpenAIChatDoor:
         return self._content(payload)
 
     def _post(self, call: ModelCall, deadline: float) -> tuple[int, bytes]:
+        import httpx
+
         body = chat_request_body(self._model, call, reasoning=self._reasoning)
         headers = {"Accept": "application/json"}
         if self._key:

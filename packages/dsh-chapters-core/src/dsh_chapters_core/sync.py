@@ -88,6 +88,7 @@ class SyncReport:
     rebuilds: int = 0
     pending: int = 0
     head: str = ""
+    arriving: int = 0  # pool files listed but not yet fully arrived (a synced folder pool)
 
     @property
     def local_only(self) -> bool:
@@ -431,6 +432,7 @@ class _Run:
         if state.created_pool:
             self.steps.append("created the pool")
         self.steps.append("cloned" if state.cloned else "opened")
+        self._note_arriving(state.arriving)
         if self.mode is not SyncMode.PUSH and not state.cloned:
             self._pull()
         if self.mode is not SyncMode.PUSH:
@@ -454,6 +456,13 @@ class _Run:
         self.steps.append(
             f"pulled {len(result.changed_paths)} changed" if result.changed_paths else "up to date"
         )
+        self._note_arriving(result.arriving)
+
+    def _note_arriving(self, arriving: tuple[str, ...]) -> None:
+        """A half-synced pool file is pending, not corrupt: the next pull retries it."""
+        self.counts["arriving"] = len(arriving)
+        if arriving:
+            self.steps.append(f"{len(arriving)} pending (not yet arrived)")
 
     def _rebuild(self) -> None:
         # §5.2 (r35): the mirror is transport, so rebuild it from the pool; never merge.
@@ -463,6 +472,7 @@ class _Run:
         self.counts["head"] = state.head
         self.committed_paths.clear()  # the rebuild dropped unpushed commits; the store re-publishes
         self.steps.append("rebuilt")
+        self._note_arriving(state.arriving)
 
     def _copy_in(self) -> None:
         self.step = "copy-in"
@@ -602,6 +612,7 @@ class _Run:
             rebuilds=int(c.get("rebuilds", 0)),
             pending=len(pending),
             head=str(c.get("head", "")),
+            arriving=int(c.get("arriving", 0)),
         )
         now = report.at
         state = SyncState(

@@ -198,7 +198,14 @@ def open_model_door(app: App, route: ModelRoute) -> ModelDoor:
     from dsh_chapters_harness.model_door import OpenAIChatDoor
 
     key = app.credentials.read(model_key_name(route.route))
-    return OpenAIChatDoor(route.route, route.base_url, api_key=key)
+    try:
+        return OpenAIChatDoor(route.route, route.base_url, api_key=key)
+    except ImportError:  # a pick-and-mix install without the model extra (httpx, 0 found)
+        from dsh_chapters_core.errors import ChaptersError
+
+        raise ChaptersError("the model door needs httpx (the `model` extra of "
+                            "dsh-chapters-harness), which is not installed (0 found)",
+                            hint="pip install 'dsh-chapters[enrich]'") from None
 
 
 def model_key_name(route: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import TypeVar
 
+from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.ports.harness import HarnessReader
 from dsh_chapters_core.ports.transport import ProviderFactory
 
@@ -96,3 +97,42 @@ class LazyPlugins(Mapping[str, P]):
 
     def __len__(self) -> int:
         return len(self._plugins())
+
+
+# Pick-and-mix installs (README): a remote whose provider ships in a package that is not
+# installed names that package, instead of the generic "no installed provider" refusal.
+# (provider name, the remotes it serves, the package that ships it)
+PROVIDER_PACKAGES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("treedx", ("treedx+",), "dsh-chapters-treedx"),
+    ("folder", ("folder+",), "dsh-chapters-folder"),
+    ("git", ("https://", "http://", "file://", "/", "~", "."), "dsh-chapters-git"),
+)
+READER_PACKAGES: dict[str, str] = {
+    "dsh": "dsh-chapters-harness",
+    "claude-code": "dsh-chapters-harness",
+    "codex": "dsh-chapters-harness",
+    "specstory": "dsh-chapters-specstory",
+}
+
+
+def missing_provider_error(remote: str,
+                           factories: Iterable[ProviderFactory]) -> UsageError | None:
+    """The refusal for a remote whose provider package is absent; None if it is installed
+    (or the scheme is nobody's we know), so the caller's own refusal stands."""
+    installed = sorted(f.name for f in factories)
+    for name, prefixes, package in PROVIDER_PACKAGES:
+        if remote.startswith(prefixes) and name not in installed:
+            scheme = prefixes[0] if prefixes[0].endswith("+") else "a local path or https://"
+            return UsageError(
+                f"the remote {remote!r} needs the {name} provider ({scheme}), from the package "
+                f"{package}, which is not installed (installed providers: "
+                f"{', '.join(installed) or 'none'}; {len(installed)} found)",
+                hint=f"pip install {package}",
+            )
+    return None
+
+
+def missing_reader_hint(name: str) -> str:
+    """The next step for a reader that is not installed ("" when no package is known)."""
+    package = READER_PACKAGES.get(name)
+    return f"pip install {package}" if package else ""

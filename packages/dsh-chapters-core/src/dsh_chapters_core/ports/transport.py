@@ -24,6 +24,9 @@ class MirrorState:
     cloned: bool = False
     created_pool: bool = False  # a local-path pool was created by this open
     moved_aside: str = ""  # path of a `.stale-<timestamp>` mirror, if one was moved aside
+    # Pool paths the pool lists but whose bytes have not fully arrived (a synced folder still
+    # copying them): left out of the mirror, never read as corrupt, retried by the next pull.
+    arriving: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,7 @@ class PullResult:
     head_after: str
     changed_paths: tuple[str, ...] = ()
     requests: int = 0  # network round trips, for request-count tests (0 where not counted)
+    arriving: tuple[str, ...] = ()  # as in MirrorState: listed, not yet fully arrived
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,9 +75,12 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
     reader = app.harnesses.get(args.harness)
     if reader is None:
+        from dsh_chapters.plugins import missing_reader_hint
+
         raise UsageError(f"import {args.harness}: no such reader (installed: "
                          f"{', '.join(app.harnesses) or 'none'})",
-                         hint="run `chapters import claude-code` or `chapters import codex`")
+                         hint=missing_reader_hint(args.harness)
+                         or "run `chapters import claude-code` or `chapters import codex`")
     source = str((inv.cwd / args.source).absolute()) if args.source else None
     if source is not None and not Path(source).is_dir():
         raise UsageError(f"--source {args.source}: not a directory",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -85,8 +86,15 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+# `<provider>+<path>` (a plugin's directory pool, e.g. `folder+~/Sync/pool`): the path part.
+_SCHEMED_PATH = re.compile(r"^([a-z][a-z0-9-]*)\+([/~.].*)$")
+
+
 def normalize_remote(remote: str, cwd: Path) -> str:
     """A local path becomes absolute (the config outlives the shell's cwd); URLs stay."""
+    schemed = _SCHEMED_PATH.match(remote)
+    if schemed and "://" not in remote:
+        return f"{schemed.group(1)}+{normalize_remote(schemed.group(2), cwd)}"
     if is_local_remote(remote):
         path = remote[len("file://") :] if remote.startswith("file://") else remote
         return str((cwd / Path(path).expanduser()).resolve())
@@ -140,11 +148,16 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
 
 
 def choose_factory(app: App, remote: str | None = None) -> ProviderFactory:
-    return select_provider(
-        app.provider_factories,
-        remote if remote is not None else app.config.knowledge_remote,
-        app.config.knowledge_provider,
-    )
+    target = remote if remote is not None else app.config.knowledge_remote
+    try:
+        return select_provider(app.provider_factories, target, app.config.knowledge_provider)
+    except UsageError:
+        from dsh_chapters.plugins import missing_provider_error  # only on the refusal path
+
+        missing = missing_provider_error(target, app.provider_factories)
+        if missing is not None:
+            raise missing from None
+        raise
 
 
 def open_provider(app: App, remote: str | None = None) -> KnowledgeProvider:

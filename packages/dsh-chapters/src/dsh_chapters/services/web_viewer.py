@@ -141,11 +141,12 @@ def group_sessions(rows: Iterable[_SessionRow]) -> dict[str, Any]:
         s["chapterCount"] = len(s["chapters"])
         s["messages"] = dict(sorted(s["messages"].items()))
         machines[machine][s["date"][:10] or "undated"].append(s)
-    out = []
+    out: list[dict[str, Any]] = []
     for machine in sorted(machines):
         days = machines[machine]
         out.append({"harnessId": machine, "days": [
-            {"date": day, "sessions": sorted(days[day], key=lambda s: s["date"], reverse=True)}
+            {"date": day, "sessions": sorted(days[day], key=lambda row: str(row["date"]),
+                                                 reverse=True)}
             for day in sorted(days, reverse=True)]})
     return {"machines": out, "sessions": len(sessions),
             "chapters": sum(s["chapterCount"] for s in sessions.values())}

@@ -1,0 +1,1 @@
+"""A knowledge pool that is a plain directory (Syncthing, Dropbox, a network share)."""

@@ -1,0 +1,1 @@
+"""A dsh-chapters harness reader for SpecStory markdown exports (`.specstory/history/*.md`)."""
