@@ -88,6 +88,16 @@ class CompactionMarker:
 
 
 @dataclass(frozen=True, slots=True)
+class PullRequestLink:
+    """A pull request the harness linked to the session (Claude Code `pr-link`): metadata of the
+    chapter it falls in (`prLinks`), never conversation."""
+
+    seq: int
+    url: str
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class CommandRun:
     """A host command and its output (§7.2): never conversation, never chapter content."""
 
@@ -108,6 +118,7 @@ Event: TypeAlias = (
     | HostInjection
     | CompactionMarker
     | CommandRun
+    | PullRequestLink
 )
 
 

@@ -23,6 +23,7 @@ from dsh_chapters_core.events import (
     AssistantMessage,
     CompactionMarker,
     HostInjection,
+    PullRequestLink,
     Reasoning,
     ToolCall,
     ToolResult,
@@ -179,8 +180,14 @@ def render_chapter(
     harness_id: str,
     config: Config,
     extra_patterns: tuple[str, ...] = (),
+    continues: str = "",
 ) -> RenderedChapter:
-    """One chapter of consecutive complete turns, rendered verbatim (§2.4, §9)."""
+    """One chapter of consecutive complete turns, rendered verbatim (§2.4, §9).
+
+    A turn a finished session never ended (`Turn.ended`) marks its heading and the chapter's
+    `ended`, so the TOC shows it; `continues` names the final chapter a resumed session goes on
+    from; `prLinks` lists the pull requests the harness linked, in order of first appearance.
+    """
     if not turns:
         raise ValueError("a chapter holds at least one turn")
     point = _Chokepoint(config=config, extra_patterns=extra_patterns)
@@ -192,9 +199,11 @@ def render_chapter(
     names = {e.call_id: e.name for e in everything if isinstance(e, ToolCall)}
     kept = last_deliveries(everything)  # a repeated delivery of one callId keeps the last
     position = -1
+    pr_links: dict[str, None] = {}
     for turn in turns:
         heading = f"## Turn · seq {turn.start_seq}–{turn.end_seq}"
-        blocks.append(f"{heading} · {turn.time}" if turn.time else heading)
+        heading = f"{heading} · {turn.time}" if turn.time else heading
+        blocks.append(f"{heading} · ended: {turn.ended}" if turn.ended else heading)
         for event in turn.events:
             position += 1
             if isinstance(event, HostInjection):
@@ -243,6 +252,8 @@ def render_chapter(
                     blocks.append(f"{label}:\n\n{fence(text, TEXT_INFO)}")
             elif isinstance(event, CompactionMarker):
                 blocks.append(f"— compaction at seq {event.seq} —")
+            elif isinstance(event, PullRequestLink) and event.url:
+                pr_links.setdefault(point.redact(event.url), None)
     body = "\n\n".join(blocks) + "\n"
     body_sha = sha256_text(body)
     start = min(turn.start_seq for turn in turns)
@@ -271,6 +282,13 @@ def render_chapter(
         "sha256": body_sha,
         "generated": {"title": provenance, "summary": provenance, "topics": provenance},
     }
+    ended = next((turn.ended for turn in reversed(turns) if turn.ended), "")
+    if ended:
+        fields["ended"] = ended
+    if continues:
+        fields["continues"] = continues
+    if pr_links:
+        fields["prLinks"] = list(pr_links)
     frontmatter = tuple(sorted(fields.items()))
     return RenderedChapter(
         slug=slugify(title, config.slug_max_chars),

@@ -17,9 +17,11 @@ from dsh_chapters_core.archive import ArchivedChapter, ArchiveReport, archive_tr
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import ChaptersError, InputError, UsageError
 from dsh_chapters_core.events import Transcript
+from dsh_chapters_core.notice import chapter_ended
 from dsh_chapters_core.ports.harness import HarnessReader
 
 from dsh_chapters import enrichment, knowledge_pool
+from dsh_chapters.services import finality
 from dsh_chapters.bootstrap import App, bootstrap
 from dsh_chapters.cli import Invocation
 
@@ -27,6 +29,8 @@ AUTO = "auto"
 # Bytes a reader's `sniff` sees: a Codex header line can hold a whole AGENTS.md (tens of KB).
 SNIFF_BYTES = 1 << 20
 _PROGRESS_WIDTH = 30
+FINAL_HELP = ("the session is over: archive its unfinished last turn too, marked "
+              "`ended: incomplete-turn`")
 
 
 def _app(inv: Invocation) -> App:
@@ -77,11 +81,12 @@ def read_transcript(app: App, path: Path, harness: str) -> Transcript:
     return reader.read(str(path))
 
 
-def archive_and_log(app: App, transcript: Transcript) -> ArchiveReport:
-    """Archive one transcript with the App's adapters; log the archive if it wrote anything."""
+def archive_and_log(app: App, transcript: Transcript, *, final: bool = False) -> ArchiveReport:
+    """Archive one transcript with the App's adapters; log the archive if it wrote anything.
+    `final`: the session is over, so its unfinished tail is archived too."""
     report = archive_transcript(
         transcript, store=app.store, lock=app.lock, clock=app.clock, config=app.config,
-        identity=app.identity, harness_id=app.harness_id,
+        identity=app.identity, harness_id=app.harness_id, final=final,
     )
     if report.wrote_nothing:
         return report  # a re-run changes no byte of the store, not even the log
@@ -145,6 +150,8 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> 
         lines.append(f"  screened   {_pairs(report.omissions)} (host-injected context)")
     if report.clamp:
         lines.append(f"  clamp      {report.clamp}")
+    if report.ended:
+        lines.append(f"  final      {report.ended}")
     if report.wrote_nothing and report.turns_complete:
         lines.append("  nothing new: every completed turn was already archived")
     return lines
@@ -158,7 +165,7 @@ def run_archive(args: argparse.Namespace, inv: Invocation) -> int:
     app = _app(inv)
     path = (inv.cwd / args.path).absolute()
     transcript = read_transcript(app, path, args.harness)  # refuses before the store is touched
-    report = archive_and_log(app, transcript)
+    report = archive_and_log(app, transcript, final=bool(getattr(args, "final", False)))
     # §5.1: the debounced push after an archive; it never fails the archive (§5.3).
     outcome = knowledge_pool.after_archive(app)
     pool_line = knowledge_pool.describe_sync_point(outcome)
@@ -219,7 +226,8 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     for done, file in enumerate(files):
         progress.show(done, Path(file).name)
         try:
-            reports.append(archive_and_log(app, reader.read(file)))
+            final = bool(getattr(args, "final", False)) or finality.is_finished(file, app.config)
+            reports.append(archive_and_log(app, reader.read(file), final=final))
         except InputError as exc:  # one unreadable session never stops the others
             failures.append((file, exc.message))
     progress.show(len(files), "done")
@@ -278,6 +286,7 @@ def run_list(args: argparse.Namespace, inv: Invocation) -> int:
     rows: list[dict[str, Any]] = [{
         "number": _number(d), "date": d.date, "title": d.title, "messages": dict(d.messages),
         "topics": list(d.topics), "path": f"{prefix}/{d.path}", "sessionId": d.session_id,
+        "ended": chapter_ended(d),
     } for d in _chapters(app)]
     if not rows:
         inv.emit(rows, f"no chapters in {app.store_root} yet; run `chapters archive PATH` or "
@@ -285,7 +294,8 @@ def run_list(args: argparse.Namespace, inv: Invocation) -> int:
         return 0
     text = [f"{r['number']:03d}  {r['date'][:16] or '-':<16}  {r['title']}  "
             f"({_messages_text(r['messages'])})  "
-            f"[{', '.join(r['topics'])}]  {r['path']}" for r in rows]
+            f"[{', '.join(r['topics'])}]  {r['path']}"
+            + (f"  (ended: {r['ended']})" if r["ended"] else "") for r in rows]
     text.append(f"{len(rows)} chapter(s) in {app.store_root}")
     inv.emit(rows, "\n".join(text))
     return 0
@@ -416,6 +426,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     archive.add_argument("path", help="the session file (.jsonl)")
     archive.add_argument("--harness", default=AUTO, metavar="auto|dsh|claude-code|codex",
                          help="the file's format (default: auto, from its first bytes)")
+    archive.add_argument("--final", action="store_true", help=FINAL_HELP)
     archive.set_defaults(run=run_archive)
 
     imp = subparsers.add_parser(
@@ -425,6 +436,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                     "every session file under DIR. Re-running adds no file.")
     imp.add_argument("harness", metavar="claude-code|codex", help="whose sessions to import")
     imp.add_argument("--source", metavar="DIR", help="import the session files under DIR")
+    imp.add_argument("--final", action="store_true",
+                     help=FINAL_HELP + "; without it, a file idle for sessionFinalAfterMinutes "
+                          "counts as over")
     imp.set_defaults(run=run_import)
 
     lst = subparsers.add_parser(
