@@ -86,6 +86,8 @@ class ArchiveReport:
                 "skipRules": dict(a.skip_rules), "unknownTypes": dict(a.unknown_types),
                 "malformedLines": list(a.malformed_lines), "truncatedTail": a.truncated_tail,
                 "replacedBytes": a.replaced_bytes,
+                "split": a.split, "splitLines": list(a.split_lines),
+                "splitRecords": a.split_records,
             },
             "turns": {"complete": self.turns_complete, "archived": self.turns_archived,
                       "alreadyArchived": self.turns_already},

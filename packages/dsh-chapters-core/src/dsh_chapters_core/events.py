@@ -144,10 +144,15 @@ class LineAccount:
     skip_rules: tuple[tuple[str, int], ...] = ()  # (rule name, count), sorted by name
     unknown_types: tuple[tuple[str, int], ...] = ()  # (record type, count), sorted by name
     malformed_lines: tuple[int, ...] = ()  # 1-based line numbers
+    # Lines that held several complete records with no newline between them (Claude Code
+    # writes some): each record was read; the line is counted here, once, not as malformed.
+    split: int = 0
+    split_lines: tuple[int, ...] = ()  # 1-based line numbers
+    split_records: int = 0  # records read from those lines
 
     @property
     def total(self) -> int:
-        return self.imported + self.skipped + self.unknown + self.malformed
+        return self.imported + self.skipped + self.unknown + self.malformed + self.split
 
 
 @dataclass(frozen=True, slots=True)
