@@ -231,10 +231,16 @@ class Installer:
         settings_path, mcp_path, servers_key = self.claude_targets(scope, workspace, home,
                                                                    config_dir)
         ledger = Ledger.load(self.ledger_path)
+        records = [ledger.entries.get(str(p)) for p in (settings_path, mcp_path)]
         changes = [
             self._remove(settings_path, ledger, lambda d: self._strip_hooks(d)),
             self._remove(mcp_path, ledger, lambda d: self._strip_server(d, servers_key)),
         ]
+        for record, change in zip(records, changes, strict=True):
+            if record is not None and change.action == "removed":
+                # Both files may live in one directory install made (CLAUDE_CONFIG_DIR): it
+                # is empty only once the second is gone.
+                _remove_created_dirs(record)
         ledger.save()
         return changes
 
