@@ -545,8 +545,8 @@ class ClaudeCodeReader:
         )
 
     def discover(self, source: str | None, cwd: str) -> list[str]:
-        """Sessions under `source`, or those of the project at `cwd` under `$CLAUDE_CONFIG_DIR/projects`
-        (default ~/.claude/projects).
+        """Sessions under `source`, or those of the project at `cwd` under
+        `$CLAUDE_CONFIG_DIR/projects` (default ~/.claude/projects).
 
         Subagent files (`<sessionId>/subagents/*.jsonl`, older `agent-*.jsonl`) come right after
         their parent session, so a parent is archived before what descends from it.

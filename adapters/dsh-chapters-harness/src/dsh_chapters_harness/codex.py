@@ -4,10 +4,11 @@ A rollout line is `{timestamp, type, payload}`: `session_meta`, `turn_context`,
 `response_item` (messages, reasoning, `function_call`/`function_call_output` joined by
 `call_id`, `local_shell_call`, `custom_tool_call`/`custom_tool_call_output`,
 `tool_search_call`/`tool_search_output`: the model looking up tools to load, a call and its
-result like any other), `compacted` and `event_msg`. The conversation is read from `response_item`s; the `event_msg` user and agent
-messages mirror them and are skipped by a named rule, never imported twice. A shell call's
-output is the JSON text `{"output": …, "metadata": {"exit_code": …}}`: its result is the inner
-text, verbatim, unless unwrapping would drop anything. Codex injects
+result like any other), `compacted` and `event_msg`. The conversation is read from
+`response_item`s; the `event_msg` user and agent messages mirror them and are skipped by a
+named rule, never imported twice. A shell call's output is the JSON text
+`{"output": …, "metadata": {"exit_code": …}}`: its result is the inner text, verbatim, unless
+unwrapping would drop anything. Codex injects
 `<environment_context>` and AGENTS.md (`<user_instructions>`, `# AGENTS.md instructions for`)
 as user messages, and its permissions as developer messages: all host injections.
 

@@ -21,9 +21,9 @@ from dsh_chapters_core.notice import chapter_ended
 from dsh_chapters_core.ports.harness import HarnessReader
 
 from dsh_chapters import enrichment, knowledge_pool
-from dsh_chapters.services import finality
 from dsh_chapters.bootstrap import App, bootstrap
 from dsh_chapters.cli import Invocation
+from dsh_chapters.services import finality
 
 AUTO = "auto"
 # Bytes a reader's `sniff` sees: a Codex header line can hold a whole AGENTS.md (tens of KB).
