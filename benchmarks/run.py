@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "search": ("search.py", [], ["--sizes", "1000,10000"]),
     "treedx_pull": ("treedx_pull.py", [], ["--files", "500", "--repeat", "3"]),
     "enrich_archive": ("enrich_archive.py", [], ["--sessions", "5"]),
+    "watch_idle": ("watch_idle.py", [], ["--idle-seconds", "5", "--turns", "2"]),
 }
 
 

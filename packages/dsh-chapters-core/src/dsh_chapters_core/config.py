@@ -226,6 +226,14 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=60_000,
     ),
     _s(
+        "watchIdleCheckSeconds",
+        60,
+        "how often an idle `chapters watch` wakes to finalize idle sessions and run a "
+        "deferred push (no file is polled)",
+        minimum=1,
+        maximum=3600,
+    ),
+    _s(
         "hookTimeoutMs",
         20000,
         "a hook's whole time budget; past it the hook exits and the agent goes on",
@@ -452,6 +460,7 @@ class Config:
     session_start_pull_timeout_ms: int = 3000
     session_final_after_minutes: int = 120
     watch_debounce_ms: int = 800
+    watch_idle_check_seconds: int = 60
     hook_timeout_ms: int = 20000
     lock_timeout_ms: int = 10000
     lock_stale_seconds: int = 600
