@@ -440,6 +440,12 @@ def _is_codex_record(record: dict[str, Any]) -> bool:
     )
 
 
+def rollout_cwd(path: str | Path) -> str:
+    """One rollout's `session_meta` cwd ("" while that line is not written yet), as
+    `discover` reads it per file."""
+    return _meta_cwd(Path(path)) if Path(path).name.startswith("rollout-") else ""
+
+
 def _meta_cwd(path: Path) -> str:
     for record in header_records(path):
         payload = record.get("payload")

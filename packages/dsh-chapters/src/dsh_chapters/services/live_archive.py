@@ -20,7 +20,8 @@ from dsh_chapters_core.archive import ArchiveReport
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.sync import PushDecision
 from dsh_chapters_harness.claude_code import claude_config_dir
-from dsh_chapters_harness.codex import codex_home
+from dsh_chapters_harness.codex import codex_home, rollout_cwd
+from dsh_chapters_harness.discovery import read_head, same_directory
 
 from dsh_chapters import knowledge_pool
 from dsh_chapters.bootstrap import App
@@ -56,6 +57,7 @@ class LiveArchive:
     seen: dict[str, tuple[int, float]] = field(default_factory=dict)
     finalized: dict[str, float] = field(default_factory=dict)  # path -> mtime when finalized
     files: dict[str, str] = field(default_factory=dict)  # path -> harness (this project's)
+    foreign: set[str] = field(default_factory=set)  # seen under a root, another project's
     push_pending: bool = False
 
     def roots(self) -> list[Path]:
@@ -68,12 +70,39 @@ class LiveArchive:
             for path in reader.discover(None, str(self.app.workspace)):
                 self.files.setdefault(path, name)
 
+    def adopt(self, paths: Iterable[str]) -> None:
+        """Sort new paths into this project's files and other projects' (asked once each):
+        a Codex rollout by its own header, the others by their reader's discover()."""
+        new = [p for p in paths if p not in self.files and p not in self.foreign]
+        if not new:
+            return
+        workspace = str(self.app.workspace)
+        by_root = {name: WATCH_ROOTS[name]() for name in self.harnesses if name in WATCH_ROOTS}
+        rediscover = set()
+        for path in new:
+            owner = next((n for n, root in by_root.items() if Path(path).is_relative_to(root)),
+                         None)
+            if owner == "codex":
+                cwd = rollout_cwd(path)
+                if same_directory(cwd, workspace):
+                    self.files[path] = owner
+                elif cwd:  # no header yet: asked again at the file's next write
+                    self.foreign.add(path)
+            elif owner is not None:
+                rediscover.add(owner)
+        for name in sorted(rediscover):
+            found = set(self.app.harnesses[name].discover(None, workspace))
+            for path in new:
+                if path in found:
+                    self.files.setdefault(path, name)
+                elif Path(path).is_relative_to(by_root[name]) and _has_first_line(path):
+                    self.foreign.add(path)
+
     def pass_over(self, changed: Iterable[str] | None = None) -> list[Archived]:
         """Archive what changed (None: every file), and finalize the files gone idle."""
         if changed is not None:
             changed = set(changed)
-            if any(path not in self.files for path in changed):
-                self.discover()  # a new session file: is it this project's?
+            self.adopt(changed)  # a new session file: is it this project's?
         done: list[Archived] = []
         for path, harness in sorted(self.files.items()):
             stat = _stat(path)
@@ -107,6 +136,11 @@ class LiveArchive:
             return Archived(harness, path, archive_and_log(self.app, transcript, final=final))
         except ChaptersError as exc:  # one unreadable file never stops the watcher
             return Archived(harness, path, error=exc.message)
+
+
+def _has_first_line(path: str) -> bool:
+    """A file whose header is written: a reader that did not claim it never will."""
+    return b"\n" in read_head(path)  # the head the readers sniff (HEAD_BYTES)
 
 
 def _stat(path: str) -> tuple[int, float] | None:
