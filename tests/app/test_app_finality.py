@@ -242,3 +242,25 @@ def test_codex_stop_archives_completed_turns_and_prints_nothing(
            (ws / ".dsh-chapters" / "logs" / "chapters.log").read_text().splitlines()]
     [stop] = [e for e in log if e.get("hookEvent") == "Stop"]
     assert stop["turnsArchived"] == 1 and "error" not in stop
+
+
+def test_codex_session_start_prints_the_notice_in_codexs_envelope(
+    ws: Path, chapters: Runner, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import io
+
+    from dsh_chapters.cli import main
+
+    # codex-rs/hooks/schema: session-start input {session_id, transcript_path, cwd,
+    # hook_event_name, model, permission_mode, source}; output hookSpecificOutput envelope.
+    payload = {"session_id": shapes.CODEX_SESSION, "transcript_path": None, "cwd": str(ws),
+               "hook_event_name": "SessionStart", "model": "gpt-5-codex",
+               "permission_mode": "default", "source": "startup"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(payload)))
+    capsys.readouterr()
+    assert main(["-C", str(ws), "hook", "--agent", "codex"]) == 0
+    envelope = json.loads(capsys.readouterr().out)
+    output = envelope["hookSpecificOutput"]
+    assert output["hookEventName"] == "SessionStart"
+    assert "# Continuation notice" in output["additionalContext"]

@@ -87,3 +87,30 @@ def test_an_idle_session_is_finalized_once(live: LiveArchive) -> None:
     assert done.report is not None and done.report.ended and done.report.turns_archived == 1
     assert live.pass_over(set()) == []  # finalized at this mtime: not read again
     assert seconds_until_idle(live) is None
+
+
+def test_archives_push_with_the_sync_debounce_and_a_deferred_push_goes_out_later(
+    live: LiveArchive, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dsh_chapters.cli import main
+
+    ws = live.app.workspace
+    (ws / ".dsh-chapters").mkdir(exist_ok=True)
+    (ws / ".dsh-chapters" / "config.toml").write_text("syncDebounceMs = 1500\n")
+    assert main(["-C", str(ws), "link", str(tmp_path / "pool.git")]) == 0
+    capsys.readouterr()
+    live = LiveArchive(bootstrap(ws, dict(os.environ)), live.harnesses)  # sees the link
+    ours = claude_dir(live) / V1.name
+    lines = V1.read_text().splitlines(keepends=True)
+    ours.write_text("".join(lines[:6]))  # the first turn is complete once the second begins
+    live.discover()
+    live.pass_over()
+    first = live.sync_point()
+    assert "pushed" in first and not live.push_pending  # no push yet: it goes out now
+    ours.write_text("".join(lines))
+    live.pass_over({str(ours)})
+    deferred = live.sync_point()
+    assert "push deferred until" in deferred and live.push_pending  # §5.2: coalesced
+    time.sleep(1.6)
+    later = live.sync_point()  # the next wake-up after the window
+    assert "pushed" in later and not live.push_pending
