@@ -393,8 +393,9 @@ class Installer:
         if features:
             added.append(f"turned on [features] {', '.join(CODEX_FEATURE_KEYS)} (--enable-hooks)")
         elif not flag:
-            added.append("Codex runs the hooks only with [features] hooks = true: rerun with "
-                         "--enable-hooks to turn it on")
+            added.append("[features] is left as it was: Codex runs the hooks only with its "
+                         "hooks flag on (the newest releases turn it on by default); rerun "
+                         "with --enable-hooks to set it")
         return [Change(str(path), "updated" if raw is not None else "created", "; ".join(added),
                        record.get("backup", "") if not ours else "")]
 
