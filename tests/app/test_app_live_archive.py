@@ -114,3 +114,20 @@ def test_archives_push_with_the_sync_debounce_and_a_deferred_push_goes_out_later
     time.sleep(1.6)
     later = live.sync_point()  # the next wake-up after the window
     assert "pushed" in later and not live.push_pending
+
+
+def test_watch_with_no_session_folder_says_which_it_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dsh_chapters.cli import main
+
+    ws = make_workspace(tmp_path / "acme-api")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "dsh-home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "no-codex"))
+    assert main(["-C", str(ws), "watch"]) == 1
+    err = capsys.readouterr().err
+    assert "none of the 3 session folder(s) exists" in err and "no-codex" in err
+    assert "next: run the agent once" in err
+    assert main(["-C", str(ws), "watch", "--harness", "nobody"]) == 2

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from dsh_chapters.bootstrap import bootstrap
 from dsh_chapters.cli import Invocation
@@ -102,8 +102,11 @@ def run_watch(args: argparse.Namespace, inv: Invocation,
                          tick_ms=app.config.watch_idle_check_seconds * 1000)
     if not roots:
         point(live.pass_over())
-        _say(inv, {"event": "watching", "roots": [],
-                   "text": "nothing to watch: no Claude Code, Codex or DSH session folder exists"})
+        looked = [str(r) for r in live.roots()]
+        raise ChaptersError(
+            f"nothing to watch: none of the {len(looked)} session folder(s) exists "
+            f"({', '.join(looked)})",
+            hint="run the agent once so that it creates its folder, then `chapters watch` again")
     with _stopped_by_signals(stop):
         for changed in session_changes(roots, timing, stop):
             if changed is None:  # the kernel watch is live: catch up on what is pending
