@@ -60,12 +60,12 @@ def session_changes(
         yield None
         while not stop.is_set():
             raw = notify.watch(timing.debounce_ms, step, timing.tick_ms, stop)
-            if raw == "timeout":
+            if isinstance(raw, str):  # "timeout", or "stop" / "signal"
+                if raw != "timeout":
+                    return
                 yield set()
-            elif raw in ("stop", "signal"):
-                return
-            else:
-                changed = {path for change, path in raw
-                           if _session_file(watchfiles.Change(change), path)}
-                if changed:
-                    yield changed
+                continue
+            changed = {path for change, path in raw
+                       if _session_file(watchfiles.Change(change), path)}
+            if changed:
+                yield changed
