@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "enrich_archive": ("enrich_archive.py", [], ["--sessions", "5"]),
     "archive_scaling": ("archive_scaling.py", [], ["--chapters", "300", "--repeat", "3"]),
     "viewer": ("viewer.py", [], ["--size", "2000", "--samples", "10"]),
+    "watch_idle": ("watch_idle.py", [], ["--idle-seconds", "5", "--turns", "2"]),
 }
 
 

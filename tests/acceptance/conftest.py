@@ -4,6 +4,7 @@ star-imported here, never from one test module into another (pytest-bdd #542, #6
 from tests.acceptance.steps_agents import *  # noqa: F403
 from tests.acceptance.steps_common import *  # noqa: F403
 from tests.acceptance.steps_enrich import *  # noqa: F403
+from tests.acceptance.steps_finality import *  # noqa: F403
 from tests.acceptance.steps_pool import *  # noqa: F403
 from tests.acceptance.steps_rules import *  # noqa: F403
 from tests.acceptance.steps_treedx import *  # noqa: F403

@@ -10,8 +10,15 @@ and their output (§7.2: never conversation), the compaction summary, and host-i
 A turn is a real user prompt plus everything up to the next one. It is complete when an
 assistant record ends it (`stop_reason` end_turn, stop_sequence, max_tokens or refusal) with
 no `tool_use` still waiting for its `tool_result`, when Claude Code records the turn's end
-(`system` turn_duration or stop_hook_summary) with nothing pending, or when the user
-interrupted it.
+(`system` turn_duration or stop_hook_summary) with nothing pending, when the user interrupted
+it, or when the next real prompt arrives, whatever the stop reasons said: that is the rule for
+every version, because Claude Code up to about 2.1.62 writes `stop_reason: null` on a final
+reply and 1.0.x and headless runs write no turn-end record. The last turn of such a session is
+archived when the session is over (`--final`, SessionEnd, an idle file).
+
+A custom slash command's arguments are the user's words and open a turn as a prompt; a built-in
+command (`/compact`, `/model`, …) stays out of the conversation with its arguments (§7.2).
+A `pr-link` record becomes the chapter's `prLinks`.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +36,7 @@ from dsh_chapters_core.events import (
     CompactionMarker,
     HostInjection,
     InjectionKind,
+    PullRequestLink,
     Reasoning,
     ToolCall,
     ToolResult,
@@ -73,6 +82,11 @@ METADATA_RULES = {
     "last-prompt": "last-prompt",
     "permission-mode": "mode-change",
     "mode": "mode-change",
+    "agent-name": "agent-name",  # the session's display name, equal to its custom title
+    "tag": "session-tag",
+    "cost-state": "cost-state",  # Claude Code's own usage totals, not conversation
+    "file-history-delta": "file-history-snapshot",
+    "teleported-from": "teleported-from",  # a marker file of a session moved from the web
 }
 SYSTEM_RULES = {
     "turn_duration": "turn-duration",
@@ -82,7 +96,20 @@ SYSTEM_RULES = {
     "microcompact_boundary": "microcompact-boundary",
 }
 _TURN_END_SUBTYPES = frozenset({"turn_duration", "stop_hook_summary"})
-_RECORD_TYPES = frozenset({"user", "assistant", "system", "attachment", *METADATA_RULES})
+PR_LINK = "pr-link"
+_RECORD_TYPES = frozenset({"user", "assistant", "system", "attachment", PR_LINK, *METADATA_RULES})
+# Claude Code's own slash commands: never conversation, arguments included (§7.2). A command
+# not named here is the user's own (`.claude/commands/`, a plugin's `name:command`), and the
+# arguments typed after it are the user's words.
+BUILTIN_COMMANDS = frozenset({
+    "add-dir", "agents", "bashes", "bug", "clear", "compact", "config", "context", "cost",
+    "doctor", "effort", "exit", "export", "extra-usage", "fast", "feedback", "help", "hooks",
+    "ide", "init", "install-github-app", "keybindings", "login", "logout", "mcp", "memory",
+    "migrate-installer", "model", "output-style", "permissions", "plugin", "plugins",
+    "pr-comments", "privacy-settings", "release-notes", "rename", "resume", "review", "rewind",
+    "sandbox", "security-review", "skills", "stats", "status", "statusline", "tasks",
+    "terminal-setup", "theme", "todos", "upgrade", "usage", "vim",
+})
 _ID_KEYS = ("sessionId", "uuid", "parentUuid", "leafUuid", "messageId")
 
 _MEMORY_ATTACHMENTS = frozenset({"nested_memory", "instructions", "claude_md", "memory"})
@@ -98,6 +125,13 @@ _WHOLE_REMINDER = re.compile(r"\s*<system-reminder>[\s\S]*</system-reminder>\s*"
 _PERSISTED_PATH = re.compile(r"saved to:\s*(\S+)")
 _SNIFF_LINES = 8
 _PROJECT_DIR_MAX = 200  # Claude Code truncates longer project dir names and adds a hash
+
+
+def claude_config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where Claude Code keeps its settings and projects: CLAUDE_CONFIG_DIR, else ~/.claude."""
+    env = os.environ if env is None else env
+    configured = env.get("CLAUDE_CONFIG_DIR", "")
+    return Path(configured).expanduser() if configured else Path.home() / ".claude"
 
 
 def project_dir_name(cwd: str) -> str:
@@ -201,6 +235,8 @@ class _ClaudeRead:
             return unknown("<no type>")
         if kind in METADATA_RULES:
             return skipped(METADATA_RULES[kind])
+        if kind == PR_LINK:
+            return self._pr_link(seq, record)
         if kind not in ("user", "assistant", "system", "attachment"):
             return unknown(kind)
         uid = record.get("uuid")
@@ -222,6 +258,17 @@ class _ClaudeRead:
         if kind == "system":
             return self._system(seq, time, record)
         return self._attachment(seq, time, record)
+
+    def _pr_link(self, seq: int, record: dict[str, Any]) -> Outcome:
+        """`{"type": "pr-link", "prNumber", "prUrl", "prRepository", "timestamp"}`: written when
+        a PR shows up in tool output, and again on resume and compaction (the chapter keeps
+        each URL once)."""
+        url = record.get("prUrl")
+        if not isinstance(url, str) or not url:
+            return skipped("pr-link-without-url")
+        time = record.get("timestamp")
+        self.turns.ambient(PullRequestLink(seq, url, time if isinstance(time, str) else ""))
+        return IMPORTED
 
     def _note_header(self, record: dict[str, Any]) -> None:
         if not self.record_session_id and isinstance(record.get("sessionId"), str):
@@ -334,7 +381,14 @@ class _ClaudeRead:
             tags.setdefault(match.group(1), match.group(2))
         command = ""
         if "command-name" in tags:
-            command = f"{tags['command-name']} {tags.get('command-args', '')}".strip()
+            name, args = tags["command-name"].strip(), tags.get("command-args", "").strip()
+            if args and name.lstrip("/") not in BUILTIN_COMMANDS:
+                # The user's own command: what they typed after it is their request.
+                self.pending.clear()
+                self.turns.prompt(UserMessage(seq, f"{name} {args}", time))
+                self.last_run = None
+                return
+            command = f"{name} {args}".strip()
         elif "bash-input" in tags:
             command = "!" + tags["bash-input"]
         output = "\n".join(
@@ -491,14 +545,15 @@ class ClaudeCodeReader:
         )
 
     def discover(self, source: str | None, cwd: str) -> list[str]:
-        """Sessions under `source`, or those of the project at `cwd` under ~/.claude/projects.
+        """Sessions under `source`, or those of the project at `cwd` under
+        `$CLAUDE_CONFIG_DIR/projects` (default ~/.claude/projects).
 
         Subagent files (`<sessionId>/subagents/*.jsonl`, older `agent-*.jsonl`) come right after
         their parent session, so a parent is archived before what descends from it.
         """
         if source:
             return _sessions_under(Path(source))
-        projects = Path.home() / ".claude" / "projects"
+        projects = claude_config_dir() / "projects"
         found: list[str] = []
         for directory in _project_dirs(projects, cwd):
             found.extend(p for p in _sessions_under(directory) if p not in found)

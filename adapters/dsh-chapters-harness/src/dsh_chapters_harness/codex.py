@@ -2,11 +2,13 @@
 
 A rollout line is `{timestamp, type, payload}`: `session_meta`, `turn_context`,
 `response_item` (messages, reasoning, `function_call`/`function_call_output` joined by
-`call_id`, `local_shell_call`, `custom_tool_call`/`custom_tool_call_output`), `compacted` and
-`event_msg`. The conversation is read from `response_item`s; the `event_msg` user and agent
-messages mirror them and are skipped by a named rule, never imported twice. A shell call's
-output is the JSON text `{"output": …, "metadata": {"exit_code": …}}`: its result is the inner
-text, verbatim, unless unwrapping would drop anything. Codex injects
+`call_id`, `local_shell_call`, `custom_tool_call`/`custom_tool_call_output`,
+`tool_search_call`/`tool_search_output`: the model looking up tools to load, a call and its
+result like any other), `compacted` and `event_msg`. The conversation is read from
+`response_item`s; the `event_msg` user and agent messages mirror them and are skipped by a
+named rule, never imported twice. A shell call's output is the JSON text
+`{"output": …, "metadata": {"exit_code": …}}`: its result is the inner text, verbatim, unless
+unwrapping would drop anything. Codex injects
 `<environment_context>` and AGENTS.md (`<user_instructions>`, `# AGENTS.md instructions for`)
 as user messages, and its permissions as developer messages: all host injections.
 
@@ -19,7 +21,9 @@ assistant message with no call waiting for its output.
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +69,12 @@ RESPONSE_ITEM_TYPES = frozenset(
         "custom_tool_call_output",
         "local_shell_call",
         "web_search_call",
+        "tool_search_call",
+        "tool_search_output",
         "ghost_snapshot",
     }
 )
+TOOL_SEARCH = "tool_search"
 _MIRRORS = frozenset(
     {
         "user_message",
@@ -225,6 +232,7 @@ class _CodexRead:
     def __init__(self) -> None:
         self.turns = TurnAssembler()
         self.pending: set[str] = set()
+        self.open_searches: list[str] = []  # tool_search calls without their output yet
         self.task_events = False  # this CLI writes task_started/task_complete
         self.task_open = False
         self.task_prompted = False
@@ -298,9 +306,41 @@ class _CodexRead:
             text, failed = _output(item)
             self.turns.conversation(ToolResult(seq, call_id, text, failed, time))
             return IMPORTED
+        if kind == "tool_search_call":
+            return self._tool_search_call(seq, time, item)
+        if kind == "tool_search_output":
+            return self._tool_search_output(seq, time, item)
         if kind == "ghost_snapshot":
             return skipped("ghost-snapshot")
         return unknown(f"response_item:{kind}")
+
+    def _tool_search_call(self, seq: int, time: str, item: dict[str, Any]) -> Outcome:
+        """`{type, call_id, execution: client|server, status, arguments: {…}}`. A server-side
+        search may carry no call_id: its output is then paired with the oldest open search."""
+        call_id = str(item.get("call_id") or item.get("id") or f"{TOOL_SEARCH}@{seq}")
+        arguments = item.get("arguments", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        self.turns.conversation(ToolCall(seq, call_id, TOOL_SEARCH, arguments, time))
+        self.open_searches.append(call_id)
+        if item.get("execution") != "server":  # a server search is answered inside the call
+            self.pending.add(call_id)
+        return IMPORTED
+
+    def _tool_search_output(self, seq: int, time: str, item: dict[str, Any]) -> Outcome:
+        """`{type, call_id, status, tools: [...]}`: the tools found, as Codex recorded them."""
+        call_id = item.get("call_id")
+        if isinstance(call_id, str) and call_id:
+            if call_id in self.open_searches:
+                self.open_searches.remove(call_id)
+        else:
+            call_id = self.open_searches.pop(0) if self.open_searches else ""
+        self.pending.discard(call_id)
+        tools = item.get("tools", [])
+        text = tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False)
+        failed = item.get("status") == "incomplete"
+        self.turns.conversation(ToolResult(seq, call_id, text, failed, time))
+        return IMPORTED
 
     def _call(self, seq: int, time: str, kind: str, item: dict[str, Any]) -> Outcome:
         call_id = str(item.get("call_id") or item.get("id") or "")
@@ -400,6 +440,12 @@ def _is_codex_record(record: dict[str, Any]) -> bool:
     )
 
 
+def rollout_cwd(path: str | Path) -> str:
+    """One rollout's `session_meta` cwd ("" while that line is not written yet), as
+    `discover` reads it per file."""
+    return _meta_cwd(Path(path)) if Path(path).name.startswith("rollout-") else ""
+
+
 def _meta_cwd(path: Path) -> str:
     for record in header_records(path):
         payload = record.get("payload")
@@ -434,12 +480,20 @@ class CodexReader:
         )
 
     def discover(self, source: str | None, cwd: str) -> list[str]:
-        """Rollouts under `source`, or those under ~/.codex/sessions whose cwd is `cwd`."""
-        root = Path(source) if source else Path.home() / ".codex" / "sessions"
+        """Rollouts under `source`, or those under `$CODEX_HOME/sessions` (default
+        ~/.codex/sessions) whose cwd is `cwd`."""
+        root = Path(source) if source else codex_home() / "sessions"
         files = jsonl_files(root, "rollout-*.jsonl")
         if source:
             return [str(p) for p in files]
         return [str(p) for p in files if same_directory(_meta_cwd(p), cwd)]
+
+
+def codex_home(env: Mapping[str, str] | None = None) -> Path:
+    """Where Codex keeps config.toml and its sessions: CODEX_HOME, else ~/.codex."""
+    env = os.environ if env is None else env
+    configured = env.get("CODEX_HOME", "")
+    return Path(configured).expanduser() if configured else Path.home() / ".codex"
 
 
 def _id_from_name(path: Path) -> str:

@@ -1,8 +1,12 @@
 """Install dsh-chapters into an agent's own configuration, and take it out again exactly.
 
 Claude Code: three hooks (SessionStart, PreCompact, SessionEnd) merged into `settings.json`, and
-the MCP server in `.mcp.json` (project scope) or `~/.claude.json` (user scope).
-Codex: the MCP server as a `[mcp_servers.<name>]` table in `config.toml`.
+the MCP server in `.mcp.json` (project scope) or `~/.claude.json` (user scope; with
+CLAUDE_CONFIG_DIR set, `$CLAUDE_CONFIG_DIR/settings.json` and `$CLAUDE_CONFIG_DIR/.claude.json`).
+Codex: the MCP server as a `[mcp_servers.<name>]` table in `config.toml`, and next to it the
+SessionStart and Stop hooks (`[[hooks.<Event>]]` tables). Codex runs hooks only behind a feature
+flag (`[features] hooks = true`; `codex_hooks = true` before the rename): install turns it on
+only when asked (`enable_hooks`, the CLI's `--enable-hooks`), and uninstall takes it out again.
 
 Three promises: idempotent (a second install changes nothing), never clobber (another tool's
 hooks and servers are left alone, and a same-named server we did not write is a refusal), and an
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import tempfile
 import tomllib
@@ -27,6 +32,13 @@ from dsh_chapters_core.errors import ChaptersError
 
 SERVER_NAME = "dsh-chapters"
 CLAUDE_HOOK_EVENTS = ("SessionStart", "PreCompact", "SessionEnd")
+# Codex: SessionStart prints the notice, Stop archives the completed turns (no session end).
+CODEX_HOOK_EVENTS = ("SessionStart", "Stop")
+# The flag's name in current releases, then in older ones (Codex reads whichever it knows).
+CODEX_FEATURE_KEYS = ("hooks", "codex_hooks")
+CODEX_MARK = "# added by `chapters install codex`; `chapters uninstall codex` removes it"
+FEATURE_MARK = "# added by `chapters install codex --enable-hooks`"
+_FEATURES_HEADER = re.compile(r"^[ \t]*\[[ \t]*features[ \t]*\][ \t]*(?:#[^\n]*)?\n", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +137,14 @@ class Installer:
     hook_timeout_s: int = 30
 
     # ----------------------------------------------------------------- Claude Code
-    def claude_targets(self, scope: str, workspace: Path, home: Path) -> tuple[Path, Path, str]:
-        """(settings.json, MCP file, key of the servers map) for a scope."""
+    def claude_targets(self, scope: str, workspace: Path, home: Path,
+                       config_dir: Path | None = None) -> tuple[Path, Path, str]:
+        """(settings.json, MCP file, key of the servers map) for a scope. `config_dir` is
+        CLAUDE_CONFIG_DIR: Claude Code then keeps both user files inside it."""
         if scope == "project":
             return workspace / ".claude" / "settings.json", workspace / ".mcp.json", "mcpServers"
+        if scope == "user" and config_dir is not None:
+            return config_dir / "settings.json", config_dir / ".claude.json", "mcpServers"
         if scope == "user":
             return home / ".claude" / "settings.json", home / ".claude.json", "mcpServers"
         raise ChaptersError(f"unknown scope {scope!r}", hint="use --scope project or --scope user")
@@ -140,8 +156,10 @@ class Installer:
     def server_entry(self) -> dict[str, Any]:
         return {"command": self.command[0], "args": [*self.command[1:], "mcp"]}
 
-    def install_claude(self, scope: str, workspace: Path, home: Path) -> list[Change]:
-        settings_path, mcp_path, servers_key = self.claude_targets(scope, workspace, home)
+    def install_claude(self, scope: str, workspace: Path, home: Path,
+                       config_dir: Path | None = None) -> list[Change]:
+        settings_path, mcp_path, servers_key = self.claude_targets(scope, workspace, home,
+                                                                   config_dir)
         # Refuse before touching anything: both files are checked first.
         settings_raw, settings = _read_json(settings_path)
         mcp_raw, mcp = _read_json(mcp_path)
@@ -208,13 +226,21 @@ class Installer:
         _atomic_write(path, _dump_json(data, _indent_of(raw)))
         return Change(str(path), "updated" if raw is not None else "created", detail, backup)
 
-    def uninstall_claude(self, scope: str, workspace: Path, home: Path) -> list[Change]:
-        settings_path, mcp_path, servers_key = self.claude_targets(scope, workspace, home)
+    def uninstall_claude(self, scope: str, workspace: Path, home: Path,
+                         config_dir: Path | None = None) -> list[Change]:
+        settings_path, mcp_path, servers_key = self.claude_targets(scope, workspace, home,
+                                                                   config_dir)
         ledger = Ledger.load(self.ledger_path)
+        records = [ledger.entries.get(str(p)) for p in (settings_path, mcp_path)]
         changes = [
             self._remove(settings_path, ledger, lambda d: self._strip_hooks(d)),
             self._remove(mcp_path, ledger, lambda d: self._strip_server(d, servers_key)),
         ]
+        for record, change in zip(records, changes, strict=True):
+            if record is not None and change.action == "removed":
+                # Both files may live in one directory install made (CLAUDE_CONFIG_DIR): it
+                # is empty only once the second is gone.
+                _remove_created_dirs(record)
         ledger.save()
         return changes
 
@@ -289,47 +315,89 @@ class Installer:
     def codex_config(self, codex_home: Path) -> Path:
         return codex_home / "config.toml"
 
-    def codex_block(self) -> str:
+    def codex_mcp_block(self) -> str:
+        """The block an install before the Codex hooks wrote (uninstall still knows it)."""
         args = ", ".join(json.dumps(a) for a in [*self.command[1:], "mcp"])
-        return (f"\n# added by `chapters install codex`; `chapters uninstall codex` removes it\n"
+        return (f"\n{CODEX_MARK}\n"
                 f"[mcp_servers.{SERVER_NAME}]\n"
                 f"command = {json.dumps(self.command[0])}\n"
                 f"args = [{args}]\n")
 
-    def install_codex(self, codex_home: Path) -> list[Change]:
+    def codex_hook_command(self) -> str:
+        return " ".join([*map(_shell_quote, self.command), "hook", "--agent", "codex"])
+
+    def codex_block(self) -> str:
+        """The MCP server, then one `[[hooks.<Event>]]` group per hook (codex-rs/config
+        hook_config.rs: a matcher group holds `hooks`, each `{type, command, timeout}`)."""
+        hooks = "".join(
+            f"\n[[hooks.{event}]]\n"
+            f"[[hooks.{event}.hooks]]\n"
+            f'type = "command"\n'
+            f"command = {json.dumps(self.codex_hook_command())}\n"
+            f"timeout = {self.hook_timeout_s}\n"
+            for event in CODEX_HOOK_EVENTS
+        )
+        return self.codex_mcp_block() + hooks
+
+    def install_codex(self, codex_home: Path, *, enable_hooks: bool = False) -> list[Change]:
         path = self.codex_config(codex_home)
         raw = path.read_bytes() if path.exists() else None
         text = raw.decode("utf-8") if raw is not None else ""
-        try:
-            parsed = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ChaptersError(f"{path} is not valid TOML ({exc}); nothing was changed",
-                                hint="fix the file by hand, then run install again") from None
+        parsed = _toml(path, text)
+        ledger = Ledger.load(self.ledger_path)
+        record = ledger.entries.get(str(path))
         existing = parsed.get("mcp_servers", {}).get(SERVER_NAME)
         block = self.codex_block()
-        if existing is not None:
-            if block in text:
-                return [Change(str(path), "unchanged",
-                               f"MCP server {SERVER_NAME} already registered")]
+        ours = block in text or (record is not None and record.get("block", "\0") in text)
+        if existing is not None and not ours:
             raise ChaptersError(
                 f"{path} already has [mcp_servers.{SERVER_NAME}] that install did not write; "
                 "nothing was changed",
                 hint="rename or remove that table, then run install again",
             )
-        ledger = Ledger.load(self.ledger_path)
-        backup = ""
-        if raw is not None:
-            backup_path = path.with_name(path.name + ".dsh-chapters.bak")
-            _atomic_write(backup_path, raw)
-            backup = str(backup_path)
-        sep = "" if not text or text.endswith("\n") else "\n"
-        ledger.entries[str(path)] = {"kind": "codex-mcp", "existed": raw is not None,
-                                     "backup": backup, "block": sep + block,
-                                     "createdDirs": _missing_dirs(path)}
-        _atomic_write(path, (text + sep + block).encode("utf-8"))
+        flag = _feature_state(parsed)
+        if enable_hooks and flag is False:
+            raise ChaptersError(
+                f"{path} turns Codex hooks off ([features] "
+                f"{' / '.join(CODEX_FEATURE_KEYS)} = false); nothing was changed",
+                hint="set it to true by hand (your own setting is not overwritten), or run "
+                     "install without --enable-hooks",
+            )
+        features = ""
+        new = text
+        if enable_hooks and flag is None:
+            new, features = _with_feature_flag(text)
+        block_sep = "" if not new or new.endswith("\n") else "\n"
+        if not ours:
+            new = new + block_sep + block
+        if new == text:
+            state = "on" if flag else "off: `chapters install codex --enable-hooks` turns it on"
+            return [Change(str(path), "unchanged", f"MCP server {SERVER_NAME} and hooks already "
+                           f"installed; Codex hooks flag {state}")]
+        _toml(path, new, after_install=True)  # refuse a result Codex could not read
+        if record is None:
+            backup = ""
+            if raw is not None:
+                backup_path = path.with_name(path.name + ".dsh-chapters.bak")
+                _atomic_write(backup_path, raw)
+                backup = str(backup_path)
+            record = {"kind": "codex-mcp", "existed": raw is not None, "backup": backup,
+                      "block": block_sep + block, "createdDirs": _missing_dirs(path)}
+            ledger.entries[str(path)] = record
+        if features:
+            record["features"] = features
+        _atomic_write(path, new.encode("utf-8"))
         ledger.save()
-        return [Change(str(path), "updated" if raw is not None else "created",
-                       f"registered MCP server {SERVER_NAME}", backup)]
+        added = [] if ours else [f"registered MCP server {SERVER_NAME}",
+                                 f"added hooks {', '.join(CODEX_HOOK_EVENTS)}"]
+        if features:
+            added.append(f"turned on [features] {', '.join(CODEX_FEATURE_KEYS)} (--enable-hooks)")
+        elif not flag:
+            added.append("[features] is left as it was: Codex runs the hooks only with its "
+                         "hooks flag on (the newest releases turn it on by default); rerun "
+                         "with --enable-hooks to set it")
+        return [Change(str(path), "updated" if raw is not None else "created", "; ".join(added),
+                       record.get("backup", "") if not ours else "")]
 
     def uninstall_codex(self, codex_home: Path) -> list[Change]:
         path = self.codex_config(codex_home)
@@ -339,11 +407,15 @@ class Installer:
             ledger.save()
             return [Change(str(path), "unchanged", "file absent")]
         text = path.read_text(encoding="utf-8")
-        block = record["block"] if record else self.codex_block()
-        if block not in text:
+        blocks = [record["block"]] if record else [self.codex_block(), self.codex_mcp_block()]
+        block = next((b for b in blocks if b in text), None)
+        features = record.get("features", "") if record else ""
+        if block is None and not (features and features in text):
             ledger.save()
             return [Change(str(path), "unchanged", "nothing of dsh-chapters found")]
-        rest = text.replace(block, "", 1)
+        rest = text.replace(block, "", 1) if block is not None else text
+        if features:
+            rest = rest.replace(features, "", 1)
         if record and record.get("backup"):
             Path(record["backup"]).unlink(missing_ok=True)
         ledger.save()
@@ -352,7 +424,47 @@ class Installer:
             _remove_created_dirs(record)
             return [Change(str(path), "removed", "install created it; nothing else is in it")]
         _atomic_write(path, rest.encode("utf-8"))
-        return [Change(str(path), "restored", f"removed [mcp_servers.{SERVER_NAME}]")]
+        removed = f"removed [mcp_servers.{SERVER_NAME}] and its hooks"
+        if features:
+            removed += " and the [features] lines install added"
+        return [Change(str(path), "restored", removed)]
+
+
+def _toml(path: Path, text: str, *, after_install: bool = False) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        if after_install:
+            raise ChaptersError(
+                f"{path}: adding the dsh-chapters tables would make it invalid TOML ({exc}), "
+                "probably because it defines hooks or features inline; nothing was changed",
+                hint="add the tables by hand as docs/agents.md shows",
+            ) from None
+        raise ChaptersError(f"{path} is not valid TOML ({exc}); nothing was changed",
+                            hint="fix the file by hand, then run install again") from None
+
+
+def _feature_state(parsed: Mapping[str, Any]) -> bool | None:
+    """True if a hooks flag is on, False if one is set off (and none on), None if unset."""
+    features = parsed.get("features")
+    if not isinstance(features, Mapping):
+        return None
+    values = [features[k] for k in CODEX_FEATURE_KEYS if k in features]
+    if any(v is True for v in values):
+        return True
+    return False if values else None
+
+
+def _with_feature_flag(text: str) -> tuple[str, str]:
+    """`text` with the hooks flags on, and the exact text added (uninstall removes it): lines
+    right under an existing `[features]` header, else a new `[features]` table at the end."""
+    lines = "".join(f"{key} = true  {FEATURE_MARK}\n" for key in CODEX_FEATURE_KEYS)
+    header = _FEATURES_HEADER.search(text)
+    if header is not None:
+        return text[: header.end()] + lines + text[header.end():], lines
+    sep = "" if not text or text.endswith("\n") else "\n"
+    added = f"{sep}\n[features]\n{lines}"
+    return text + added, added
 
 
 def _missing_dirs(path: Path) -> list[str]:

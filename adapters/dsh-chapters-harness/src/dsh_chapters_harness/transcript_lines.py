@@ -8,7 +8,10 @@ not understand. This module owns the byte-level half shared by the three binding
 - non-UTF-8 bytes become U+FFFD and are counted (`replaced_bytes`);
 - a last line with no newline that does not parse is a live session's partial write: the read
   stops at the last complete line and `truncated_tail` is set (that tail is not a line);
-- a line that is not a JSON object is malformed; it is never decoded further than needed.
+- a line that is not a JSON object is malformed; it is never decoded further than needed;
+- a line that holds several complete JSON objects with nothing but whitespace between them
+  (Claude Code sometimes writes two records with no newline) is split with
+  `json.JSONDecoder.raw_decode`: every record is read and the line is counted `split`.
 
 A file in which no line is a record of the expected format raises `InputError` with the
 numbers (lines, bytes, classes) and a next step.
@@ -72,6 +75,9 @@ class LineLedger:
         self.skip_rules: Counter[str] = Counter()
         self.unknown_types: Counter[str] = Counter()
         self.malformed_lines: list[int] = []
+        self.split_lines: list[int] = []
+        self.split_records = 0
+        self.split_recognized = 0  # records of split lines that are of the expected format
         self.truncated_tail = False
         self.replaced_bytes = 0
         self.lines = 0  # complete lines read
@@ -87,10 +93,18 @@ class LineLedger:
         else:
             self.malformed_lines.append(line_number)
 
+    def record_split(self, line_number: int, outcomes: list[Outcome]) -> None:
+        """One line that held several records: counted once, as `split`."""
+        self.split_lines.append(line_number)
+        self.split_records += len(outcomes)
+        self.split_recognized += sum(
+            1 for o in outcomes if o.kind in (LineClass.IMPORTED, LineClass.SKIPPED)
+        )
+
     @property
     def recognized(self) -> int:
         """Lines that are records of the expected format (imported or skipped by a format rule)."""
-        return self.imported + sum(
+        return self.imported + self.split_recognized + sum(
             n for rule, n in self.skip_rules.items() if rule != BLANK_LINE_RULE
         )
 
@@ -105,6 +119,9 @@ class LineLedger:
             skip_rules=tuple(sorted(self.skip_rules.items())),
             unknown_types=tuple(sorted(self.unknown_types.items())),
             malformed_lines=tuple(self.malformed_lines),
+            split=len(self.split_lines),
+            split_lines=tuple(self.split_lines),
+            split_records=self.split_records,
         )
 
 
@@ -146,16 +163,53 @@ def _read_line(stream: BinaryIO) -> tuple[bytes | bytearray | None, int, bool]:
     return line, size, False
 
 
-def _parse_record(text: str) -> dict[str, Any] | None:
+_DECODER = json.JSONDecoder()
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position].isspace():
+        position += 1
+    return position
+
+
+def _split_records(text: str) -> list[dict[str, Any]] | None:
+    """Several JSON objects written on one line with only whitespace between them, or None."""
+    records: list[dict[str, Any]] = []
+    position = _skip_space(text, 0)
+    while position < len(text):
+        try:
+            value, position = _DECODER.raw_decode(text, position)
+        except ValueError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        records.append(value)
+        position = _skip_space(text, position)
+    return records if len(records) > 1 else None
+
+
+def _parse_records(text: str) -> list[dict[str, Any]] | None:
+    """The line's record, or its records when several were written on it; None if malformed."""
     try:
         value = json.loads(text)  # tolerates the trailing newline
     except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+        return _split_records(text)
+    return [value] if isinstance(value, dict) else None
 
 
 def iter_records(stream: BinaryIO, ledger: LineLedger) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(1-based line number, record) for each complete JSON-object line.
+    """(1-based line number, record) for each record of each complete line (see
+    `iter_line_records`; a split line gives each of its records, with the same number)."""
+    for number, records in iter_line_records(stream, ledger):
+        for record in records:
+            yield number, record
+
+
+def iter_line_records(
+    stream: BinaryIO, ledger: LineLedger
+) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """(1-based line number, its records) for each complete JSON-object line: one record,
+    or several when they were written on one line.
 
     Blank lines are skipped by the `blank-line` rule and bad lines recorded as malformed, here,
     so the caller accounts only for the records it is given.
@@ -172,24 +226,24 @@ def iter_records(stream: BinaryIO, ledger: LineLedger) -> Iterator[tuple[int, di
                 ledger.lines += 1
                 ledger.record(number, skipped(BLANK_LINE_RULE))
             continue
-        record = None
+        records = None
         if line is not None and _RECORD_START.match(line):
             text, replaced = decode_counting(line)
             del line  # hold the decoded text or the bytes of a big line, not both
-            record = _parse_record(text)
+            records = _parse_records(text)
             del text
-            if record is not None:
+            if records is not None:
                 ledger.replaced_bytes += replaced
-        if not complete and record is None:
+        if not complete and records is None:
             # A live session's partial write: stop at the last complete line (issue #3).
             ledger.truncated_tail = True
             return
         number += 1
         ledger.lines += 1
-        if record is None:
+        if records is None:
             ledger.record(number, MALFORMED)
             continue
-        yield number, record
+        yield number, records
 
 
 def _counted(items: Counter[str]) -> str:
@@ -269,8 +323,11 @@ def read_records(
             hint="check that the path exists and is readable",
         ) from None
     with stream:
-        for number, record in iter_records(stream, ledger):
-            ledger.record(number, handle(number, record))
+        for number, records in iter_line_records(stream, ledger):
+            if len(records) == 1:
+                ledger.record(number, handle(number, records[0]))
+            else:
+                ledger.record_split(number, [handle(number, record) for record in records])
         if stopped_early is not None and stopped_early(stream):
             ledger.truncated_tail = True
     if ledger.recognized == 0:

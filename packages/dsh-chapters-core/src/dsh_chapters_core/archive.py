@@ -5,6 +5,11 @@ completed turns past the session's watermark are archived (§4.3), so running it
 nothing new and a transcript that grew archives only its new turns. The chapter file is the
 commit point of each chapter: after a crash, a chapter already on disk raises the effective
 watermark past its turns, so they are never archived twice.
+
+A session that is over (`final`) has no next archive: its unfinished tail is archived as a last
+turn marked `ended: incomplete-turn`. If that session is resumed, its new events go to the next
+chapter, which names the final one in `continues`; events at or below the watermark are never
+archived again and no chapter is rewritten (§1 invariant 3).
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ from typing import Any
 from dsh_chapters_core.chokepoint import TextChokepoint
 from dsh_chapters_core.compose import Decision, compose_chapters
 from dsh_chapters_core.config import Config
+from dsh_chapters_core.documents import Document
 from dsh_chapters_core.events import LineAccount, Transcript
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.store import ChapterStore, WriterLock
 from dsh_chapters_core.projectkey import ProjectIdentity
 from dsh_chapters_core.render import render_chapter
 from dsh_chapters_core.signature import Signature, sign_turn
-from dsh_chapters_core.turns import Turn, split_turns
+from dsh_chapters_core.turns import Turn, has_conversation, split_turns
 
 NO_WATERMARK = -1
 
@@ -60,6 +66,8 @@ class ArchiveReport:
     omissions: tuple[tuple[str, int], ...] = ()  # (injection kind, count) screened, sorted
     decisions: tuple[Decision, ...] = ()
     clamp: str = ""  # §4.3: the in-flight turn left for the next archive
+    final: bool = False  # the session was archived as over: its unfinished tail is a turn
+    ended: str = ""  # what became of that tail ("" when there was none)
 
     @property
     def wrote_nothing(self) -> bool:
@@ -79,6 +87,8 @@ class ArchiveReport:
                 "skipRules": dict(a.skip_rules), "unknownTypes": dict(a.unknown_types),
                 "malformedLines": list(a.malformed_lines), "truncatedTail": a.truncated_tail,
                 "replacedBytes": a.replaced_bytes,
+                "split": a.split, "splitLines": list(a.split_lines),
+                "splitRecords": a.split_records,
             },
             "turns": {"complete": self.turns_complete, "archived": self.turns_archived,
                       "alreadyArchived": self.turns_already},
@@ -97,19 +107,37 @@ class ArchiveReport:
                 for d in self.decisions
             ],
             "clamp": self.clamp,
+            "final": self.final,
+            "ended": self.ended,
         }
 
 
-def _archived_through(store: ChapterStore, transcript: Transcript) -> tuple[int, int]:
-    """(the recorded watermark, the effective one): a crash between a chapter and the
-    watermark write leaves the chapter ahead of the record, and the chapter wins."""
+def _archived_through(
+    store: ChapterStore, transcript: Transcript
+) -> tuple[int, int, Document | None]:
+    """(the recorded watermark, the effective one, this session's latest chapter): a crash
+    between a chapter and the watermark write leaves the chapter ahead of the record, and the
+    chapter wins."""
     recorded = store.watermark(transcript.session_id, root_session_id=transcript.root_id)
     # Seq ranges grow with chapter numbers within a session, so the newest chapter of this
     # session is the only one that can be ahead of the record: O(1) in the corpus, not O(N).
     for document in store.session_chapters(transcript.root_id):
         if document.session_id == transcript.session_id:
-            return recorded, max(recorded, document.seq_range[1])
-    return recorded, recorded
+            return recorded, max(recorded, document.seq_range[1]), document
+    return recorded, recorded, None
+
+
+def _ended(document: Document | None) -> bool:
+    return document is not None and any(key == "ended" for key, _ in document.extra)
+
+
+def _after(turn: Turn, mark: int) -> Turn | None:
+    """The part of `turn` past the watermark. A turn runs across it only when a session
+    archived as over was resumed: what the final chapter holds is never archived twice."""
+    if turn.start_seq > mark:
+        return turn
+    events = tuple(e for e in turn.events if e.seq > mark)
+    return replace(turn, events=events) if has_conversation(events) else None
 
 
 def _counts(pairs: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
@@ -128,18 +156,28 @@ def archive_transcript(
     config: Config,
     identity: ProjectIdentity,
     harness_id: str,
+    final: bool = False,
 ) -> ArchiveReport:
-    """Archive the completed, not yet archived turns of one transcript."""
+    """Archive the completed, not yet archived turns of one transcript; with `final` (the
+    session is over), its unfinished tail too."""
     split = split_turns(transcript.events)
     started_at = clock.now()
-    clamp = ""
+    clamp = ended = ""
+    tail = split.final_turn() if final else None
+    candidates = split.complete + ((tail,) if tail is not None else ())
     if split.clamped:
         seqs = [e.seq for e in split.incomplete]
-        clamp = (f"an unfinished turn (seq {min(seqs)}..{max(seqs)}, {len(seqs)} events) was left "
-                 f"for the next archive (§4.3)")
+        span = f"seq {min(seqs)}..{max(seqs)}, {len(seqs)} events"
+        if tail is not None:
+            ended = f"the unfinished last turn ({span}) was archived as the session's end " \
+                    "(ended: incomplete-turn)"
+        else:
+            clamp = f"an unfinished turn ({span}) was left for the next archive (§4.3)"
     with lock.hold(config.lock_timeout_ms / 1000):
-        recorded, before = _archived_through(store, transcript)
-        fresh: tuple[Turn, ...] = tuple(t for t in split.complete if t.end_seq > before)
+        recorded, before, latest = _archived_through(store, transcript)
+        trimmed = (_after(t, before) for t in candidates if t.end_seq > before)
+        fresh: tuple[Turn, ...] = tuple(t for t in trimmed if t is not None)
+        after_final = fresh and _ended(latest)
         report = ArchiveReport(
             session_id=transcript.session_id,
             root_session_id=transcript.root_id,
@@ -147,16 +185,19 @@ def archive_transcript(
             source_path=transcript.source_path,
             account=transcript.account,
             started_at=started_at,
-            turns_complete=len(split.complete),
+            turns_complete=len(candidates),
             turns_archived=len(fresh),
-            turns_already=len(split.complete) - len(fresh),
+            turns_already=len(candidates) - len(fresh),
             watermark_before=before,
             watermark_after=before,
             clamp=clamp,
+            final=final,
+            ended=ended if tail is not None and tail.end_seq > before else "",
         )
         if not fresh:
-            if before > recorded:
-                store.set_watermark(transcript.session_id, before,  # repair after a crash
+            mark = max([before, *(t.end_seq for t in candidates)]) if final else before
+            if mark > recorded:
+                store.set_watermark(transcript.session_id, mark,  # repair after a crash
                                     root_session_id=transcript.root_id)
             return report
         store.record_session(transcript.root_id, transcript.session_id, {
@@ -186,6 +227,8 @@ def archive_transcript(
                 turns, signed, session_id=transcript.session_id,
                 project_key=identity.project_key, harness_id=harness_id, config=config,
                 extra_patterns=config.redaction_patterns, chokepoint=texts,
+                continues=latest.path if after_final and latest is not None and not chapters
+                else "",
             )
             for artifact in rendered.artifacts:
                 if store.has_artifact(artifact.sha256):
@@ -203,7 +246,7 @@ def archive_transcript(
             ))
             redactions.extend(rendered.redactions)
             omissions.extend(rendered.omitted)
-        mark = max(t.end_seq for t in fresh)
+        mark = max(t.end_seq for t in candidates if t.end_seq > before)
         store.set_watermark(transcript.session_id, mark, root_session_id=transcript.root_id)
     return ArchiveReport(
         session_id=report.session_id,
@@ -226,4 +269,6 @@ def archive_transcript(
         decisions=tuple(replace(d, turn_index=fresh[d.turn_index].index)
                         for d in composition.decisions),
         clamp=clamp,
+        final=final,
+        ended=report.ended,
     )

@@ -211,6 +211,29 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=60_000,
     ),
     _s(
+        "sessionFinalAfterMinutes",
+        120,
+        "a session file idle this long is over: import and watch archive its unfinished last "
+        "turn (0: only --final and SessionEnd do)",
+        minimum=0,
+        maximum=525_600,
+    ),
+    _s(
+        "watchDebounceMs",
+        800,
+        "`chapters watch` coalesces a burst of writes for this long before it archives",
+        minimum=50,
+        maximum=60_000,
+    ),
+    _s(
+        "watchIdleCheckSeconds",
+        60,
+        "how often an idle `chapters watch` wakes to finalize idle sessions and run a "
+        "deferred push (no file is polled)",
+        minimum=1,
+        maximum=3600,
+    ),
+    _s(
         "hookTimeoutMs",
         20000,
         "a hook's whole time budget; past it the hook exits and the agent goes on",
@@ -496,6 +519,9 @@ class Config:
     sync_rebuild_retries: int = 3
     git_unpack_limit: int = 100
     session_start_pull_timeout_ms: int = 3000
+    session_final_after_minutes: int = 120
+    watch_debounce_ms: int = 800
+    watch_idle_check_seconds: int = 60
     hook_timeout_ms: int = 20000
     lock_timeout_ms: int = 10000
     lock_stale_seconds: int = 600

@@ -89,6 +89,16 @@ class CompactionMarker:
 
 
 @dataclass(frozen=True, slots=True)
+class PullRequestLink:
+    """A pull request the harness linked to the session (Claude Code `pr-link`): metadata of the
+    chapter it falls in (`prLinks`), never conversation."""
+
+    seq: int
+    url: str
+    time: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class CommandRun:
     """A host command and its output (§7.2): never conversation, never chapter content."""
 
@@ -109,6 +119,7 @@ Event: TypeAlias = (
     | HostInjection
     | CompactionMarker
     | CommandRun
+    | PullRequestLink
 )
 
 
@@ -134,10 +145,15 @@ class LineAccount:
     skip_rules: tuple[tuple[str, int], ...] = ()  # (rule name, count), sorted by name
     unknown_types: tuple[tuple[str, int], ...] = ()  # (record type, count), sorted by name
     malformed_lines: tuple[int, ...] = ()  # 1-based line numbers
+    # Lines that held several complete records with no newline between them (Claude Code
+    # writes some): each record was read; the line is counted here, once, not as malformed.
+    split: int = 0
+    split_lines: tuple[int, ...] = ()  # 1-based line numbers
+    split_records: int = 0  # records read from those lines
 
     @property
     def total(self) -> int:
-        return self.imported + self.skipped + self.unknown + self.malformed
+        return self.imported + self.skipped + self.unknown + self.malformed + self.split
 
 
 @dataclass(frozen=True, slots=True)

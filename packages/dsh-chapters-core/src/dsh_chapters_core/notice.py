@@ -10,6 +10,7 @@ not comparable across models).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -129,6 +130,16 @@ def _counts(doc: Document) -> str:
     return f"{total} {noun} ({roles})" if roles else f"{total} {noun}"
 
 
+def chapter_ended(doc: Document) -> str:
+    """A chapter's `ended` mark (`incomplete-turn`), or "" when its turns all ended."""
+    raw = dict(doc.extra).get("ended", "")
+    try:
+        value = json.loads(raw) if raw else ""
+    except ValueError:
+        value = raw
+    return value if isinstance(value, str) else ""
+
+
 def _chapter_lines(ctx: NoticeContext, chapters: Sequence[Document], config: Config) -> list[str]:
     ordered = sorted(chapters, key=lambda d: d.path)
     limit = config.notice_chapter_limit
@@ -152,6 +163,9 @@ def _chapter_lines(ctx: NoticeContext, chapters: Sequence[Document], config: Con
         link = f"  {ctx.store_dir}/{doc.path} · {_counts(doc)}"
         if doc.modified_since_archived:
             link += f" · {MODIFIED_MARK}"
+        ended = chapter_ended(doc)
+        if ended:
+            link += f" · ended: {ended}"  # a finished session's last turn that never ended
         lines += [head, link]
     return lines
 

@@ -24,6 +24,7 @@ from dsh_chapters_core.events import (
     AssistantMessage,
     CompactionMarker,
     HostInjection,
+    PullRequestLink,
     Reasoning,
     ToolCall,
     ToolResult,
@@ -182,9 +183,16 @@ def render_chapter(
     config: Config,
     extra_patterns: tuple[str, ...] = (),
     chokepoint: TextChokepoint | None = None,
+    continues: str = "",
 ) -> RenderedChapter:
-    """One chapter of consecutive complete turns, rendered verbatim (§2.4, §9). Pass the
-    archive's `chokepoint` to reuse what signing the turns already screened and redacted."""
+    """One chapter of consecutive complete turns, rendered verbatim (§2.4, §9).
+
+    Pass the archive's `chokepoint` to reuse what signing the turns already screened and
+    redacted. A turn a finished session never ended (`Turn.ended`) marks its heading and the
+    chapter's `ended`, so the TOC shows it; `continues` names the final chapter a resumed
+    session goes on from; `prLinks` lists the pull requests the harness linked, in order of
+    first appearance.
+    """
     if not turns:
         raise ValueError("a chapter holds at least one turn")
     texts = chokepoint if chokepoint is not None else TextChokepoint(extra_patterns)
@@ -197,9 +205,11 @@ def render_chapter(
     names = {e.call_id: e.name for e in everything if isinstance(e, ToolCall)}
     kept = last_deliveries(everything)  # a repeated delivery of one callId keeps the last
     position = -1
+    pr_links: dict[str, None] = {}
     for turn in turns:
         heading = f"## Turn · seq {turn.start_seq}–{turn.end_seq}"
-        blocks.append(f"{heading} · {turn.time}" if turn.time else heading)
+        heading = f"{heading} · {turn.time}" if turn.time else heading
+        blocks.append(f"{heading} · ended: {turn.ended}" if turn.ended else heading)
         for event in turn.events:
             position += 1
             if isinstance(event, HostInjection):
@@ -251,6 +261,8 @@ def render_chapter(
             elif isinstance(event, TurnEnd) and event.reason:
                 # §4.3: the turn is complete either way; the chapter says it did not finish
                 blocks.append(f"— turn ended: {event.reason} —")
+            elif isinstance(event, PullRequestLink) and event.url:
+                pr_links.setdefault(point.redact(event.url), None)
     body = "\n\n".join(blocks) + "\n"
     body_sha = sha256_text(body)
     start = min(turn.start_seq for turn in turns)
@@ -279,6 +291,13 @@ def render_chapter(
         "sha256": body_sha,
         "generated": {"title": provenance, "summary": provenance, "topics": provenance},
     }
+    ended = next((turn.ended for turn in reversed(turns) if turn.ended), "")
+    if ended:
+        fields["ended"] = ended
+    if continues:
+        fields["continues"] = continues
+    if pr_links:
+        fields["prLinks"] = list(pr_links)
     frontmatter = tuple(sorted(fields.items()))
     return RenderedChapter(
         slug=slugify(title, config.slug_max_chars),

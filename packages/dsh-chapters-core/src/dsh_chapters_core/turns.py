@@ -5,6 +5,9 @@ A turn runs from the event after the previous `TurnEnd` (normally a `TurnStart`)
 in-flight turn stays in the live context and composes at the next archive. A turn that never
 ended before the next one started (an interrupted turn) joins the turn that follows, so no
 conversation is lost. Command runs (§7.2) never enter a turn.
+
+A session that is over has no next archive, so its unfinished tail is archived as a last turn
+marked `ended: incomplete-turn` (`final_turn`); a live one keeps the clamp.
 """
 
 from __future__ import annotations
@@ -12,13 +15,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dsh_chapters_core.events import CommandRun, Event, TurnEnd
+from dsh_chapters_core.events import (
+    AssistantMessage,
+    CommandRun,
+    Event,
+    Reasoning,
+    ToolCall,
+    ToolResult,
+    TurnEnd,
+    UserMessage,
+)
+
+INCOMPLETE_TURN = "incomplete-turn"  # the `ended:` of a chapter whose last turn never ended
+_CONVERSATION = (UserMessage, AssistantMessage, Reasoning, ToolCall, ToolResult)
 
 
 @dataclass(frozen=True, slots=True)
 class Turn:
     index: int  # position among the complete turns of the split, from 0
-    events: tuple[Event, ...]  # never empty: the last one is the TurnEnd
+    events: tuple[Event, ...]  # never empty: the last one is the TurnEnd (unless `ended`)
+    ended: str = ""  # "" for a turn the harness ended; INCOMPLETE_TURN for a finalized tail
 
     @property
     def seqs(self) -> tuple[int, ...]:
@@ -50,6 +66,17 @@ class TurnSplit:
     def clamped(self) -> bool:
         """§4.3: the span ended mid-turn, so composition stopped at the last complete turn."""
         return bool(self.incomplete)
+
+    def final_turn(self) -> Turn | None:
+        """The unfinished tail as a last turn of a session that is over; None when the tail
+        holds no conversation (host context written after the last turn is not a turn)."""
+        if not has_conversation(self.incomplete):
+            return None
+        return Turn(index=len(self.complete), events=self.incomplete, ended=INCOMPLETE_TURN)
+
+
+def has_conversation(events: Sequence[Event]) -> bool:
+    return any(isinstance(event, _CONVERSATION) for event in events)
 
 
 def split_turns(events: Sequence[Event]) -> TurnSplit:

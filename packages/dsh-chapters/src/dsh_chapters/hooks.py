@@ -6,7 +6,12 @@
 - PreCompact: archive the transcript so far, before the summary replaces it, then schedule
   the debounced push in a background process (§5.1). The compaction path waits on no
   network (§1 invariant 1).
-- SessionEnd: archive the rest, then push, waiting at most for what is left of the budget.
+- SessionEnd: the session is over (every `reason`): archive the rest, its unfinished last turn
+  included (marked `ended: incomplete-turn`), then push, waiting at most for what is left of
+  the budget.
+- Stop (Codex, `chapters hook --agent codex`): archive the completed turns, then schedule the
+  debounced push, as PreCompact does. Codex has no session-end hook: an idle rollout's tail is
+  finalized by `chapters import` or `chapters watch` (sessionFinalAfterMinutes).
 
 A hook never breaks the agent: the whole run is bounded by `hookTimeoutMs`, any failure is
 logged to the store's log (counts, codes and messages, never content or a token) and the hook
@@ -45,8 +50,10 @@ from dsh_chapters.services.rules import notice
 SESSION_START = "SessionStart"
 PRE_COMPACT = "PreCompact"
 SESSION_END = "SessionEnd"
-HOOK_EVENTS = (SESSION_START, PRE_COMPACT, SESSION_END)
+STOP = "Stop"  # Codex: a turn ended
+HOOK_EVENTS = (SESSION_START, PRE_COMPACT, SESSION_END, STOP)
 HARNESS = "claude-code"  # the hooks are Claude Code's; its reader reads the transcript
+HOOK_AGENTS = (HARNESS, "codex")  # `chapters hook --agent`: whose payload and transcript
 # SessionStart sources that continue the same session: list its chapters. A fresh start or a
 # /clear lists the chapters the last archive here wrote (the work just before).
 CONTINUING_SOURCES = frozenset({"resume", "compact"})
@@ -72,9 +79,10 @@ class HookPayload:
     transcript_path: str
     cwd: str
     detail: str  # SessionStart `source`, PreCompact `trigger`, SessionEnd `reason`
+    harness: str = HARNESS  # whose hook this is, and so which reader reads the transcript
 
     @classmethod
-    def parse(cls, raw: str) -> HookPayload:
+    def parse(cls, raw: str, harness: str = HARNESS) -> HookPayload:
         try:
             data = json.loads(raw)
         except ValueError as exc:
@@ -91,9 +99,10 @@ class HookPayload:
                              f"{', '.join(HOOK_EVENTS)}",
                              hint="install the hooks with `chapters install claude-code`")
         detail = next((str(data[k]) for k in ("source", "trigger", "reason") if data.get(k)), "")
+        transcript = data.get("transcript_path")  # Codex sends null for an ephemeral session
         return cls(event=event, session_id=str(data.get("session_id", "")),
-                   transcript_path=str(data.get("transcript_path", "")),
-                   cwd=str(data.get("cwd", "")), detail=detail)
+                   transcript_path=str(transcript) if transcript else "",
+                   cwd=str(data.get("cwd", "")), detail=detail, harness=harness)
 
 
 @dataclass
@@ -224,7 +233,7 @@ def bounded_sync(app: App, mode: str, deadline: Deadline, *, stop_late: bool) ->
 
 def session_start(app: App, payload: HookPayload, deadline: Deadline,
                   progress: dict[str, Any]) -> str:
-    record_agent_session(app, {"sessionId": payload.session_id, "harness": HARNESS,
+    record_agent_session(app, {"sessionId": payload.session_id, "harness": payload.harness,
                                "source": payload.detail, "at": app.clock.now()})
     pull_ms = app.config.session_start_pull_timeout_ms
     if pull_ms > 0:
@@ -241,9 +250,10 @@ def session_start(app: App, payload: HookPayload, deadline: Deadline,
     return json.dumps(envelope, ensure_ascii=False) + "\n"
 
 
-def _archive_transcript(app: App, payload: HookPayload, progress: dict[str, Any]) -> None:
+def _archive_transcript(app: App, payload: HookPayload, progress: dict[str, Any], *,
+                        final: bool = False) -> None:
     path = transcript_of(payload)
-    report = archive_and_log(app, read_transcript(app, path, HARNESS))
+    report = archive_and_log(app, read_transcript(app, path, payload.harness), final=final)
     # Counts only: the archive's own log line (written above) lists the chapter paths.
     progress.update(archived=True, turnsArchived=report.turns_archived,
                     turnsAlready=report.turns_already, chaptersWritten=len(report.chapters),
@@ -271,9 +281,18 @@ def pre_compact(app: App, payload: HookPayload, deadline: Deadline,
 
 def session_end(app: App, payload: HookPayload, deadline: Deadline,
                 progress: dict[str, Any]) -> str:
-    _archive_transcript(app, payload, progress)
+    # The session is over whatever the `reason` (clear, logout, prompt_input_exit, other…):
+    # there is no next archive for its unfinished last turn.
+    _archive_transcript(app, payload, progress, final=True)
     progress.update(bounded_sync(app, "push", deadline, stop_late=False))
     return _summary(progress)
+
+
+def stop(app: App, payload: HookPayload, deadline: Deadline, progress: dict[str, Any]) -> str:
+    """Codex's Stop: archive the completed turns, schedule the push; print nothing, because
+    Codex reads a Stop hook's stdout as its decision."""
+    pre_compact(app, payload, deadline, progress)
+    return ""
 
 
 Handler = Callable[[App, HookPayload, Deadline, dict[str, Any]], str]
@@ -281,8 +300,9 @@ HANDLERS: Mapping[str, Handler] = {
     SESSION_START: session_start,
     PRE_COMPACT: pre_compact,
     SESSION_END: session_end,
+    STOP: stop,
 }
-ARCHIVE_POINTS = frozenset({PRE_COMPACT, SESSION_END})
+ARCHIVE_POINTS = frozenset({PRE_COMPACT, SESSION_END, STOP})
 
 
 def _summary(fields: Mapping[str, Any]) -> str:
@@ -339,7 +359,8 @@ def _archive_later(app: App, payload: HookPayload) -> dict[str, Any]:
         path = transcript_of(payload)
     except InputError:
         return {}
-    child = spawn_chapters(app, ["archive", str(path), "--harness", HARNESS])
+    final = ["--final"] if payload.event == SESSION_END else []
+    child = spawn_chapters(app, ["archive", str(path), "--harness", payload.harness, *final])
     return {"retry": "background archive", "retryPid": child.pid}
 
 
@@ -367,7 +388,7 @@ def run_hook(app: App, payload: HookPayload) -> HookResult:
                       sessionId=payload.session_id, detail=payload.detail,
                       elapsedMs=round((time.monotonic() - started) * 1000), **fields)
     output = bounded.value if bounded.finished and bounded.value is not None else ""
-    if "error" in fields and not output and payload.event != SESSION_START:
+    if "error" in fields and not output and payload.event not in (SESSION_START, STOP):
         output = (f"dsh-chapters: {payload.event} hook did not finish: "
                   f"{fields['error'].splitlines()[0]} (see .dsh-chapters/logs/chapters.log)\n")
     return HookResult(output, fields)

@@ -32,6 +32,9 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> 
         malformed += f" (line {shown}{more})"
     lines.append(f"  lines      {a.total} total · {a.imported} imported · {a.skipped} skipped · "
                  f"{a.unknown} unknown · {malformed}")
+    if a.split:
+        shown = ", ".join(str(n) for n in a.split_lines[:10])
+        lines[-1] += f" · {a.split} split (line {shown}: {a.split_records} records read)"
     if a.skip_rules:
         lines.append(f"             skipped by rule: {_pairs(a.skip_rules)}")
     if a.unknown_types:
@@ -54,6 +57,8 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> 
         lines.append(f"  screened   {_pairs(report.omissions)} (host-injected context)")
     if report.clamp:
         lines.append(f"  clamp      {report.clamp}")
+    if report.ended:
+        lines.append(f"  final      {report.ended}")
     if report.wrote_nothing and report.turns_complete:
         lines.append("  nothing new: every completed turn was already archived")
     return lines

@@ -66,6 +66,10 @@ class FixedClock:
         return self.ticks
 
 
+_DOCUMENT_FIELDS = frozenset({"title", "summary", "topics", "date", "projectKey", "sessionId",
+                              "harnessId", "sha256", "seqRange", "messages", "kind"})
+
+
 def _frontmatter_values(fm_text: str) -> dict[str, Any]:
     """`dump_frontmatter` writes one `key: <JSON>` line per key: JSON reads each value back."""
     values: dict[str, Any] = {}
@@ -195,6 +199,9 @@ class FakeChapterStore:
             body_sha256=hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest(),
             seq_range=(int(seq_range[0]), int(seq_range[1])),
             messages=tuple(sorted(data.get("messages", {}).items())),
+            # Frontmatter beyond the known fields, as the fs store keeps it (`ended`, …).
+            extra=tuple(sorted((k, json.dumps(v, ensure_ascii=False, sort_keys=True))
+                               for k, v in data.items() if k not in _DOCUMENT_FIELDS)),
         )
 
     def read_text(self, path: str) -> str:

@@ -73,7 +73,7 @@ def run_hook_command(args: argparse.Namespace, inv: Invocation) -> int:
         raise UsageError("`chapters hook` reads a Claude Code hook payload (JSON) on stdin",
                          hint="`chapters install claude-code` wires it into Claude Code")
     try:
-        payload = HookPayload.parse(inv.stdin.read())
+        payload = HookPayload.parse(inv.stdin.read(), harness=args.agent)
     except ChaptersError as exc:
         inv.stderr.write(f"chapters hook: {exc}\n")
         return 0  # never break the agent, not even over a payload we cannot read
@@ -121,6 +121,11 @@ DSH_STEPS = ["next: start a new DSH session: its tools include mcp__dsh-chapters
              "(docs/agents.md)"]
 
 
+def claude_config_dir(inv: Invocation) -> Path | None:
+    """CLAUDE_CONFIG_DIR when set: Claude Code keeps its user settings and servers in it."""
+    return Path(inv.env["CLAUDE_CONFIG_DIR"]) if inv.env.get("CLAUDE_CONFIG_DIR") else None
+
+
 def _installer(app: App) -> Any:
     timeout = math.ceil(app.config.hook_timeout_ms / 1000) + CLAUDE_TIMEOUT_MARGIN_S
     return app.factories.installer(app, chapters_command(), timeout)
@@ -162,11 +167,16 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
         return 0
     installer = _installer(app)
     if args.agent == "codex":
-        changes = installer.install_codex(codex_home(inv))
-        steps = ["next: restart Codex; archive its sessions with `chapters import codex` "
-                 "(docs/agents.md shows a cron line)"]
+        changes = installer.install_codex(codex_home(inv), enable_hooks=args.enable_hooks)
+        steps = ["next: restart Codex (it may ask you to review the new hooks in /hooks); "
+                 "`chapters watch` archives its sessions live, `chapters import codex` at once"]
     else:
-        changes = installer.install_claude(scope, app.workspace, _home(inv))
+        if args.enable_hooks:
+            raise UsageError("--enable-hooks is for Codex, whose hooks sit behind a feature "
+                             "flag; Claude Code runs its hooks as installed",
+                             hint="run `chapters install codex --enable-hooks`")
+        changes = installer.install_claude(scope, app.workspace, _home(inv),
+                                           claude_config_dir(inv))
         steps = ["next: restart Claude Code (or run /hooks and /mcp) to load the hooks and the "
                  "server; `chapters link <pool>` shares the archive across machines"]
     _emit_changes(inv, "installed", args.agent, scope, changes, steps)
@@ -182,7 +192,8 @@ def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
     elif args.agent == "codex":
         changes = installer.uninstall_codex(codex_home(inv))
     else:
-        changes = installer.uninstall_claude(scope, app.workspace, _home(inv))
+        changes = installer.uninstall_claude(scope, app.workspace, _home(inv),
+                                             claude_config_dir(inv))
     _emit_changes(inv, "uninstalled", args.agent, scope, changes,
                   ["the archive itself (.dsh-chapters/) is untouched"])
     return 0
@@ -203,6 +214,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                     "PreCompact: archive, then schedule the push; SessionEnd: archive and push. "
                     "Bounded by hookTimeoutMs; always exits 0.")
     hook.add_argument("--after-archive", action="store_true", help=argparse.SUPPRESS)
+    hook.add_argument("--agent", choices=AGENTS, default="claude-code", metavar="|".join(AGENTS),
+                      help="whose hook payload this is (default claude-code; `chapters install "
+                           "codex` writes --agent codex for Codex's SessionStart and Stop)")
     hook.set_defaults(run=run_hook_command)
 
     for verb, run, what in (("install", run_install, "wire dsh-chapters into an agent"),
@@ -211,11 +225,17 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
             verb, parents=[common], help=what,
             description="claude-code: the SessionStart, PreCompact and SessionEnd hooks in "
                         "settings.json and the MCP server in .mcp.json (project) or "
-                        "~/.claude.json (user). codex: the MCP server in $CODEX_HOME/config.toml. "
+                        "~/.claude.json (user; $CLAUDE_CONFIG_DIR when set). codex: the MCP "
+                        "server and the SessionStart and Stop hooks in $CODEX_HOME/config.toml; "
+                        "the hooks flag only with --enable-hooks. "
                         "dsh: a @deepseek-ai/dsh-mcp-client row in $DSH_HOME/cordis.patch.yml. "
                         "A backup is written before the first change; other entries are kept.")
         parser.add_argument("agent", choices=AGENTS, metavar="claude-code|codex|dsh",
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
                             help="claude-code only: this project (default) or your user")
+        if verb == "install":
+            parser.add_argument("--enable-hooks", action="store_true",
+                                help="codex only: also turn on Codex's hooks feature flag "
+                                     "([features] hooks = true) in config.toml")
         parser.set_defaults(run=run)

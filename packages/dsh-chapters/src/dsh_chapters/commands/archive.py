@@ -14,15 +14,18 @@ from typing import Any
 
 from dsh_chapters_core.archive import ArchiveReport
 from dsh_chapters_core.errors import ChaptersError, InputError, UsageError
+from dsh_chapters_core.notice import chapter_ended
 
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.commands.pool import run_list_pool
 from dsh_chapters.present import report_lines
-from dsh_chapters.services import pool
+from dsh_chapters.services import finality, pool
 from dsh_chapters.services.archive import AUTO, archive_and_log, read_transcript, sync_point
 from dsh_chapters.services.library import chapter_number, chapters, resolve_chapter
 
 _PROGRESS_WIDTH = 30
+FINAL_HELP = ("the session is over: archive its unfinished last turn too, marked "
+              "`ended: incomplete-turn`")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -33,7 +36,7 @@ def run_archive(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
     path = (inv.cwd / args.path).absolute()
     transcript = read_transcript(app, path, args.harness)  # refuses before the store is touched
-    report = archive_and_log(app, transcript)
+    report = archive_and_log(app, transcript, final=bool(getattr(args, "final", False)))
     outcome = sync_point(app)
     pool_line = pool.describe_sync_point(outcome)
     inv.emit({**report.to_dict(), "pool": pool.sync_point_json(outcome)},
@@ -96,7 +99,8 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     for done, file in enumerate(files):
         progress.show(done, Path(file).name)
         try:
-            reports.append(archive_and_log(app, reader.read(file)))
+            final = bool(getattr(args, "final", False)) or finality.is_finished(file, app.config)
+            reports.append(archive_and_log(app, reader.read(file), final=final))
         except InputError as exc:  # one unreadable session never stops the others
             failures.append((file, exc.message))
     progress.show(len(files), "done")
@@ -143,6 +147,7 @@ def run_list(args: argparse.Namespace, inv: Invocation) -> int:
     rows: list[dict[str, Any]] = [{
         "number": chapter_number(d), "date": d.date, "title": d.title, "messages": dict(d.messages),
         "topics": list(d.topics), "path": f"{prefix}/{d.path}", "sessionId": d.session_id,
+        "ended": chapter_ended(d),
     } for d in chapters(app)]
     if not rows:
         inv.emit(rows, f"no chapters in {app.store_root} yet; run `chapters archive PATH` or "
@@ -150,7 +155,8 @@ def run_list(args: argparse.Namespace, inv: Invocation) -> int:
         return 0
     text = [f"{r['number']:03d}  {r['date'][:16] or '-':<16}  {r['title']}  "
             f"({_messages_text(r['messages'])})  "
-            f"[{', '.join(r['topics'])}]  {r['path']}" for r in rows]
+            f"[{', '.join(r['topics'])}]  {r['path']}"
+            + (f"  (ended: {r['ended']})" if r["ended"] else "") for r in rows]
     text.append(f"{len(rows)} chapter(s) in {app.store_root}")
     inv.emit(rows, "\n".join(text))
     return 0
@@ -184,6 +190,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     archive.add_argument("path", help="the session file (.jsonl)")
     archive.add_argument("--harness", default=AUTO, metavar="auto|dsh|claude-code|codex",
                          help="the file's format (default: auto, from its first bytes)")
+    archive.add_argument("--final", action="store_true", help=FINAL_HELP)
     archive.set_defaults(run=run_archive)
 
     imp = subparsers.add_parser(
@@ -195,6 +202,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                     "no file.")
     imp.add_argument("harness", metavar="dsh|claude-code|codex", help="whose sessions to import")
     imp.add_argument("--source", metavar="DIR", help="import the session files under DIR")
+    imp.add_argument("--final", action="store_true",
+                     help=FINAL_HELP + "; without it, a file idle for sessionFinalAfterMinutes "
+                          "counts as over")
     imp.set_defaults(run=run_import)
 
     lst = subparsers.add_parser(

@@ -62,11 +62,12 @@ def read_transcript(app: App, path: Path, harness: str) -> Transcript:
     return reader.read(str(path))
 
 
-def archive_and_log(app: App, transcript: Transcript) -> ArchiveReport:
-    """Archive one transcript with the App's adapters, then the after-archive steps."""
+def archive_and_log(app: App, transcript: Transcript, *, final: bool = False) -> ArchiveReport:
+    """Archive one transcript with the App's adapters, then the after-archive steps.
+    `final`: the session is over, so its unfinished tail is archived too."""
     report = archive_transcript(
         transcript, store=app.store, lock=app.lock, clock=app.clock, config=app.config,
-        identity=app.identity, harness_id=app.harness_id,
+        identity=app.identity, harness_id=app.harness_id, final=final,
     )
     after_archive(app, report)
     return report
