@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.frontmatter import split_frontmatter
 
@@ -110,7 +111,7 @@ def _json_lines(fm_text: str) -> dict[str, Any] | None:
             if key.startswith('"'):
                 key = json.loads(key)
             data[key] = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return data
 
@@ -127,7 +128,11 @@ class FrontmatterReader:
     def parse(self, path: str, data: bytes) -> Document | None:
         text = data.decode("utf-8", errors="replace")
         fm_text, body = split_frontmatter(text)
-        fields = _json_lines(fm_text) if fm_text else None
+        too_big = len(fm_text) > DEFAULTS.frontmatter_max_bytes
+        fields = _json_lines(fm_text) if fm_text and not too_big else None
         if fields is None:
+            return parse_document(path, text)  # quarantines what it cannot read
+        try:
+            return document_from_fields(path, fields, body, body_digest(body))
+        except (ValueError, TypeError, RecursionError):
             return parse_document(path, text)
-        return document_from_fields(path, fields, body, body_digest(body))

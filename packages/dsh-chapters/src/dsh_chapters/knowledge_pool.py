@@ -279,10 +279,19 @@ def run_sync(app: PoolApp, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
             harness_id=app.harness_id,
             mode=mode,
             derive=_derive_index(app),
+            check=_document_check(app),
         )
     finally:
         provider.close()
     return _scrub(report, app.credentials.read(app.identity.project_key))
+
+
+def _document_check(app: PoolApp) -> Callable[[str, bytes], str]:
+    """Copy-in's frontmatter check: the store's own parser, with this machine's size bound."""
+    from dsh_chapters_fs.chapterfile import frontmatter_problem
+
+    limit = app.config.frontmatter_max_bytes
+    return lambda path, data: frontmatter_problem(path, data, limit)
 
 
 def _derive_index(app: PoolApp) -> Callable[[], Mapping[str, bytes]] | None:
