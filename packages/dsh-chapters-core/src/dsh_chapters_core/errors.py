@@ -19,6 +19,7 @@ class FailureCode(enum.StrEnum):
     CORRUPT = "corrupt"
     REFUSED = "refused"
     NOT_FOUND = "not_found"
+    LOCKED = "locked"  # a pool ref lock older than syncTimeoutMs: a writer died holding it
 
 
 class ChaptersError(Exception):

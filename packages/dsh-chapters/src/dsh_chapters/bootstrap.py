@@ -271,3 +271,18 @@ def enrichment_lock(app: App, relpath: str) -> DrainLock:
     from dsh_chapters_fs.runlock import FileRunLock
 
     return FileRunLock(app.store_root / relpath)
+
+
+# -- containment of bad input (one poisoned file never stops a machine) -----------------------
+def document_check(config: Config) -> Callable[[str, bytes], str]:
+    """Copy-in's frontmatter check: the fs store's own parser, with this machine's bound."""
+    from dsh_chapters_fs.chapterfile import frontmatter_problem
+
+    limit = config.frontmatter_max_bytes
+    return lambda path, data: frontmatter_problem(path, data, limit)
+
+
+def store_quarantine(app: App) -> list[tuple[str, str]]:
+    """(store path, reason) of each chapter or rule that cannot be read (fs store only)."""
+    scan = getattr(app.store, "quarantined", None)
+    return list(scan()) if callable(scan) else []

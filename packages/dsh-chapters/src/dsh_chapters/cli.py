@@ -30,6 +30,7 @@ COMMAND_FAMILIES: tuple[str, ...] = (
     "pool",  # link, sync, demo (and `list --pool`)
     "enrich",  # enrich run|report|model
     "agents",  # mcp, hook, install, uninstall
+    "doctor",  # doctor [--repair]
 )
 
 

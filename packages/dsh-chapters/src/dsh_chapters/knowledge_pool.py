@@ -287,11 +287,9 @@ def run_sync(app: PoolApp, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
 
 
 def _document_check(app: PoolApp) -> Callable[[str, bytes], str]:
-    """Copy-in's frontmatter check: the store's own parser, with this machine's size bound."""
-    from dsh_chapters_fs.chapterfile import frontmatter_problem
+    from dsh_chapters.bootstrap import document_check  # late, like `_derive_index`
 
-    limit = app.config.frontmatter_max_bytes
-    return lambda path, data: frontmatter_problem(path, data, limit)
+    return document_check(app.config)
 
 
 def _derive_index(app: PoolApp) -> Callable[[], Mapping[str, bytes]] | None:

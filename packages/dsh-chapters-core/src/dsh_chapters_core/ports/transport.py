@@ -24,6 +24,7 @@ class MirrorState:
     cloned: bool = False
     created_pool: bool = False  # a local-path pool was created by this open
     moved_aside: str = ""  # path of a `.stale-<timestamp>` mirror, if one was moved aside
+    unsafe_paths: tuple[str, ...] = ()  # pool entries never materialized (`..`, `.git`, …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +108,25 @@ class ProviderFactory(Protocol):
     def matches(self, remote: str) -> bool: ...
 
     def create(self, context: ProviderContext) -> KnowledgeProvider: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HealthFinding:
+    """One thing `chapters doctor` found wrong with a provider's mirror or pool."""
+
+    code: str  # stable: "mirror-corrupt", "pool-lock-stale", …
+    path: str  # the file or directory concerned
+    detail: str  # what is wrong, with numbers
+    repair: str = ""  # what `--repair` would do ("" when nothing is automatic)
+
+
+@runtime_checkable
+class ProviderDoctor(Protocol):
+    """What a provider may add for `chapters doctor`: local checks only (no network), and the
+    repair of what it found (§5.2: a corrupt mirror is rebuilt, never patched)."""
+
+    def diagnose(self) -> tuple[HealthFinding, ...]: ...
+
+    def repair(self, finding: HealthFinding) -> str:
+        """Do `finding.repair`; return what was done, in words."""
+        ...

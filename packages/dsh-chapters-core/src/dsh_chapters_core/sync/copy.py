@@ -223,7 +223,7 @@ class _CopyIn:
                         "only this machine writes there")
             if entry.kind is PoolFileKind.RULE:
                 claimed = frontmatter_value(data, "harnessId")
-                if claimed and claimed != entry.harness_id:
+                if claimed != entry.harness_id:
                     return (f"its frontmatter says harnessId {claimed!r}, its path says "
                             f"{entry.harness_id!r}")
             return ""
@@ -325,11 +325,15 @@ def copy_in(
     check: DocumentCheck | None = None,
     limits: CopyLimits = CopyLimits(),
     commit: str = "",
+    unsafe: tuple[str, ...] = (),
 ) -> CopyIn:
     """Bring other machines' files into the store: new files, and changed foreign files (their
     edits grow, their chapters get enriched). Our own files are never overwritten from the pool,
     and a file that fails validation is quarantined, never copied, never raised."""
-    return _CopyIn(store_tree, mirror_tree, project_key, harness_id, check, limits, commit).run()
+    run = _CopyIn(store_tree, mirror_tree, project_key, harness_id, check, limits, commit)
+    for path in unsafe:  # the provider never materialized these: name them all the same
+        run.refuse(path, QuarantineCode.PATH, "an unsafe path element; never checked out")
+    return run.run()
 
 
 @dataclass(frozen=True, slots=True)

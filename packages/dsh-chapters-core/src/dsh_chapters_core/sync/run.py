@@ -126,6 +126,7 @@ class _Run:
             created_pool=state.created_pool,
             moved_aside=state.moved_aside,
             head=state.head,
+            unsafe_paths=state.unsafe_paths,
         )
         if state.moved_aside:
             self.steps.append("moved a stale mirror aside")
@@ -162,6 +163,7 @@ class _Run:
         state = self.provider.rebuild()
         self.counts["rebuilds"] = self.counts.get("rebuilds", 0) + 1
         self.counts["head"] = state.head
+        self.counts["unsafe_paths"] = state.unsafe_paths
         self.committed_paths.clear()  # the rebuild dropped unpushed commits; the store re-publishes
         self.steps.append("rebuilt")
 
@@ -171,6 +173,7 @@ class _Run:
             self.store_tree, self.mirror_tree, self.key, self.harness_id,
             check=self.check, limits=CopyLimits.of(self.config),
             commit=str(self.counts.get("head", "")),
+            unsafe=tuple(self.counts.get("unsafe_paths", ())),
         )
         new, changed = result.new, result.changed
         write_quarantine(self.store_tree, [q.to_json() for q in result.quarantined])

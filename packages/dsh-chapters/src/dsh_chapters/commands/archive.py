@@ -392,8 +392,17 @@ def pool_section(app: App) -> StatusSection:
         return StatusSection("pool", {"error": exc.message}, [f"pool: {exc.message}"])
 
 
+def quarantine_section(app: App) -> StatusSection:
+    from dsh_chapters.services import quarantine  # what every command skipped, and why
+
+    data, lines = quarantine.status_section(app)
+    return StatusSection("quarantine", data, lines)
+
+
 # Sections in print order. Another family adds its own with one `.append(fn)`.
-STATUS_SECTIONS: list[Callable[[App], StatusSection]] = [store_section, lock_section, pool_section]
+STATUS_SECTIONS: list[Callable[[App], StatusSection]] = [
+    store_section, lock_section, pool_section, quarantine_section,
+]
 
 
 def run_status(args: argparse.Namespace, inv: Invocation) -> int:
