@@ -176,7 +176,8 @@ class GitProvider:
                     "the mirror has unpushed commits and the pool moved",
                 )
             changed = mirror.fast_forward(before, head, deadline)
-            return PullResult(_hex(before), _hex(head), changed, requests)
+            return PullResult(_hex(before), _hex(head), changed, requests,
+                              unsafe_paths=mirror.unsafe_paths())
 
     def stage(self, files: Mapping[str, bytes]) -> StageResult:
         for path in files:

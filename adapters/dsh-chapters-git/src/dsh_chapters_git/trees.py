@@ -67,6 +67,11 @@ class UnsafePathError(ValueError):
     """A tree entry or staged path that could escape the mirror (`..`, `.git`, `/`)."""
 
 
+# The longest file name Linux filesystems take (NAME_MAX): a longer pool entry can never be
+# checked out, so it is unsafe like `..` (skipped and quarantined, never ENAMETOOLONG).
+_NAME_MAX = 255
+
+
 def safe_name(name: bytes) -> bool:
     """A single path element that is safe to create under the mirror."""
     return (
@@ -75,6 +80,7 @@ def safe_name(name: bytes) -> bool:
         and b"\\" not in name
         and b"\0" not in name
         and name.lower() != b".git"
+        and len(name) <= _NAME_MAX
     )
 
 

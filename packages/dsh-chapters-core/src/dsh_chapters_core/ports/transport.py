@@ -33,6 +33,7 @@ class PullResult:
     head_after: str
     changed_paths: tuple[str, ...] = ()
     requests: int = 0  # network round trips, for request-count tests (0 where not counted)
+    unsafe_paths: tuple[str, ...] | None = None  # as in MirrorState; None = unchanged by pull
 
 
 @dataclass(frozen=True, slots=True)

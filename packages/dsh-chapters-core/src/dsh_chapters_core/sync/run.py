@@ -34,6 +34,7 @@ from dsh_chapters_core.sync.state import (
     SyncReport,
     SyncState,
     _failure_detail,
+    read_quarantine,
     read_sync_state,
     write_quarantine,
     write_sync_state,
@@ -153,6 +154,8 @@ class _Run:
             return
         self.counts["pulled"] = len(result.changed_paths)
         self.counts["head"] = result.head_after
+        if result.unsafe_paths is not None:
+            self.counts["unsafe_paths"] = result.unsafe_paths
         self.steps.append(
             f"pulled {len(result.changed_paths)} changed" if result.changed_paths else "up to date"
         )
@@ -176,7 +179,14 @@ class _Run:
             unsafe=tuple(self.counts.get("unsafe_paths", ())),
         )
         new, changed = result.new, result.changed
-        write_quarantine(self.store_tree, [q.to_json() for q in result.quarantined])
+        # A file stays quarantined under the pool head that first brought it (the commit a
+        # person looks for), not under whichever head a later sync saw.
+        first_seen = {r.get("path", ""): r.get("commit", "") for r in read_quarantine(
+            self.store_tree)}
+        rows = [q.to_json() for q in result.quarantined]
+        for row in rows:
+            row["commit"] = first_seen.get(row["path"]) or row["commit"]
+        write_quarantine(self.store_tree, rows)
         self.counts["quarantined"] = len(result.quarantined)
         self.counts["copied_in_new"] = self.counts.get("copied_in_new", 0) + new
         self.counts["copied_in_changed"] = self.counts.get("copied_in_changed", 0) + changed
