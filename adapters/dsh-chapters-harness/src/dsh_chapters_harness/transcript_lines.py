@@ -26,6 +26,8 @@ import attrs
 from dsh_chapters_core.errors import InputError
 from dsh_chapters_core.events import LineAccount, LineClass
 
+from dsh_chapters_harness import input_guard
+
 # A record line opens with "{" after optional whitespace; anything else is rejected before it
 # is decoded, so a 50 MB line of garbage is never turned into a 50 MB str.
 _RECORD_START = re.compile(rb"[ \t\r\f\v]*\{")
@@ -119,7 +121,7 @@ def decode_counting(raw: bytes | bytearray) -> tuple[str, int]:
     return text, count
 
 
-def _read_line(stream: BinaryIO) -> tuple[bytes | bytearray | None, int, bool]:
+def _read_line(stream: BinaryIO, cap: int = 0) -> tuple[bytes | bytearray | None, int, bool]:
     """(the line, its size in bytes, whether it ends with a newline); (None, 0, False) at EOF.
 
     A line longer than one piece that does not open like a record is consumed piece by piece
@@ -133,7 +135,7 @@ def _read_line(stream: BinaryIO) -> tuple[bytes | bytearray | None, int, bool]:
         return piece, size, True
     if not _RECORD_START.match(piece):
         while more := stream.readline(_PIECE):
-            size += len(more)
+            size += len(more)  # counted, never held: the cap is for lines that are held
             if more.endswith(b"\n"):
                 return None, size, True
         return None, size, False
@@ -141,6 +143,8 @@ def _read_line(stream: BinaryIO) -> tuple[bytes | bytearray | None, int, bool]:
     while more := stream.readline(_PIECE):
         line += more
         size += len(more)
+        if cap and size > cap:
+            raise input_guard.LineTooLong(0, size, cap)
         if more.endswith(b"\n"):
             return line, size, True
     return line, size, False
@@ -148,7 +152,7 @@ def _read_line(stream: BinaryIO) -> tuple[bytes | bytearray | None, int, bool]:
 
 def _parse_record(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(text)  # tolerates the trailing newline
+        value = input_guard.safe_loads(text)  # tolerates the trailing newline
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
@@ -161,8 +165,12 @@ def iter_records(stream: BinaryIO, ledger: LineLedger) -> Iterator[tuple[int, di
     so the caller accounts only for the records it is given.
     """
     number = 0
+    cap = input_guard.current().line_max_bytes
     while True:
-        line, size, complete = _read_line(stream)
+        try:
+            line, size, complete = _read_line(stream, cap)
+        except input_guard.LineTooLong as exc:
+            raise input_guard.LineTooLong(number + 1, exc.size, exc.cap) from None
         if size == 0:
             return
         ledger.bytes_read += size
@@ -177,6 +185,9 @@ def iter_records(stream: BinaryIO, ledger: LineLedger) -> Iterator[tuple[int, di
             text, replaced = decode_counting(line)
             del line  # hold the decoded text or the bytes of a big line, not both
             record = _parse_record(text)
+            if record is not None:
+                record, lone = input_guard.sane_record(record, text)
+                replaced += lone
             del text
             if record is not None:
                 ledger.replaced_bytes += replaced
@@ -248,21 +259,13 @@ def read_records(
     A caller that reads side files while handling lines passes its own `ledger` to count them.
     """
     ledger = ledger if ledger is not None else LineLedger()
-    try:
-        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except IsADirectoryError:
-        raise InputError(
-            f"{path} is a directory, not a {label} session file",
-            hint="pass one session file, or use `chapters import` for a directory",
-        ) from None
-    except OSError as exc:
-        raise InputError(
-            f"cannot read {path}: {exc.strerror or exc}",
-            hint="check that the path exists and is readable",
-        ) from None
+    stream = input_guard.open_regular(path, label)  # never a FIFO or /dev/zero
     with stream:
-        for number, record in iter_records(stream, ledger):
-            ledger.record(number, handle(number, record))
+        try:
+            for number, record in iter_records(stream, ledger):
+                ledger.record(number, handle(number, record))
+        except input_guard.LineTooLong as exc:
+            raise input_guard.line_too_long(path, exc.line_number, exc.size, exc.cap) from None
     if ledger.recognized == 0:
         raise not_a_transcript(path, ledger, label=label, expected=expected)
     return ledger

@@ -248,8 +248,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "readerLineMaxBytes",
-        16_777_216,
-        "largest single transcript line a reader takes; a longer one stops it with the numbers",
+        268_435_456,
+        "largest transcript record line a reader holds; a longer one stops it with the numbers",
         minimum=1024,
         maximum=1_073_741_824,
     ),
@@ -476,7 +476,7 @@ class Config:
     lock_stale_seconds: int = 600
     frontmatter_max_bytes: int = 65536
     pool_file_max_bytes: int = 33_554_432
-    reader_line_max_bytes: int = 16_777_216
+    reader_line_max_bytes: int = 268_435_456
     reader_json_max_depth: int = 200
     session_id_max_chars: int = 200
     search_default_max_tokens: int = 400

@@ -244,6 +244,9 @@ def render_chapter(
             elif isinstance(event, CompactionMarker):
                 blocks.append(f"— compaction at seq {event.seq} —")
     body = "\n\n".join(blocks) + "\n"
+    # §9, once more on the rendered body: pieces redacted one by one can join into a credential
+    # (a tool input rendered as JSON, a label beside its text). Idempotent: markers never match.
+    body = point.redact(body)
     body_sha = sha256_text(body)
     start = min(turn.start_seq for turn in turns)
     end = max(turn.end_seq for turn in turns)

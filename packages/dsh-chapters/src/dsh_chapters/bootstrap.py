@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -286,3 +287,10 @@ def store_quarantine(app: App) -> list[tuple[str, str]]:
     """(store path, reason) of each chapter or rule that cannot be read (fs store only)."""
     scan = getattr(app.store, "quarantined", None)
     return list(scan()) if callable(scan) else []
+
+
+def reader_limits(config: Config) -> AbstractContextManager[None]:
+    """The readers' boundary limits (line size, JSON depth, id length) for one read."""
+    from dsh_chapters_harness import input_guard
+
+    return input_guard.limits(input_guard.GuardLimits.of(config))

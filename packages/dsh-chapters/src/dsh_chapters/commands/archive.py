@@ -52,7 +52,8 @@ def choose_reader(app: App, path: Path, harness: str) -> HarnessReader:
                              hint="pick one of the installed readers, or `auto`")
         return reader
     if not path.is_file():
-        what = "a directory" if path.is_dir() else "missing"
+        what = ("a directory" if path.is_dir() else "not a regular file" if path.exists()
+                else "missing")
         raise InputError(f"{path} is {what}, not a session file",
                          hint="pass one session file; `chapters import` reads a directory")
     head = _head(path)
@@ -73,8 +74,15 @@ def choose_reader(app: App, path: Path, harness: str) -> HarnessReader:
 
 
 def read_transcript(app: App, path: Path, harness: str) -> Transcript:
-    reader = choose_reader(app, path, harness)
-    return reader.read(str(path))
+    from dsh_chapters.services.transcripts import read_guarded  # never a traceback
+
+    return read_guarded(app, choose_reader(app, path, harness), str(path))
+
+
+def _read_one(app: App, reader: HarnessReader, path: str) -> Transcript:
+    from dsh_chapters.services.transcripts import read_guarded
+
+    return read_guarded(app, reader, path)
 
 
 def archive_and_log(app: App, transcript: Transcript) -> ArchiveReport:
@@ -219,7 +227,7 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     for done, file in enumerate(files):
         progress.show(done, Path(file).name)
         try:
-            reports.append(archive_and_log(app, reader.read(file)))
+            reports.append(archive_and_log(app, _read_one(app, reader, file)))
         except InputError as exc:  # one unreadable session never stops the others
             failures.append((file, exc.message))
     progress.show(len(files), "done")
