@@ -73,12 +73,14 @@ _MIN_ASSIGNED_SECRET = 8
 _SEPARATOR = re.compile(r"[ \t]*=[ \t]*|:[ \t]+")
 # After a quoted name's closing quote: "key": … (JSON, Python dicts, `\"key\": \"…\"` in JSONL).
 _QUOTED_NAME_SEPARATOR = re.compile(r"[ \t]*:[ \t]*")
-_NAME_QUOTES = ('"', "'", '\\"', "\\'")
+# Escaped once (\", JSON) or twice (\\\", JSON inside a JSON string: a tool input).
+_NAME_QUOTES = ('"', "'", '\\"', "\\'", '\\\\\\"')
 # A quoted value runs to its closing quote on the same line; never through a marker bracket.
 _QUOTED_VALUE = re.compile(
     r"\"(?P<dq>(?:[^\"\\\n⟦⟧]|\\[^\n⟦⟧])*+)\""
     r"|'(?P<sq>(?:[^'\\\n⟦⟧]|\\[^\n⟦⟧])*+)'"
     r"|\\\"(?P<edq>(?:[^\"\\\n⟦⟧]|\\[^\"\n⟦⟧])*+)\\\""
+    r"|(?P<bs>\\{2,})\"(?P<mdq>[^\"\\\n⟦⟧]*+)(?P=bs)\""
 )
 # A bare value runs to whitespace, a quote, `\` (an escaped newline in raw JSONL) or `&` (the
 # next query parameter). One that runs into a marker is no value (idempotence).
@@ -116,7 +118,7 @@ def _quoted_value(text: str, at: int) -> tuple[int, int] | None:
     quoted = _QUOTED_VALUE.match(text, at)
     if quoted is None:
         return None
-    return quoted.span(next(g for g in ("dq", "sq", "edq") if quoted.start(g) >= 0))
+    return quoted.span(next(g for g in ("dq", "sq", "edq", "mdq") if quoted.start(g) >= 0))
 
 
 def _is_bare_secret(text: str, start: int, end: int, *, spaced: bool) -> bool:
