@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 ALNUM = string.ascii_letters + string.digits
 UPPER = string.ascii_uppercase + string.digits
+HEX = "0123456789abcdef"
 FAMILIES = ("aws-access-key", "openai-key", "github-token", "jwt", "bearer", "url-token",
             "pem-private-key", "secret-assignment")
 
@@ -94,8 +95,8 @@ def benign_lines(count: int, seed: int) -> list[str]:
     makers = [
         lambda: f"commit {_pick(rng, '0123456789abcdef', 40)} (HEAD -> main)",
         lambda: f"sha256: {_pick(rng, '0123456789abcdef', 64)}",
-        lambda: f"request id {_pick(rng, '0123456789abcdef', 8)}-{_pick(rng, '0123456789abcdef', 4)}"
-                f"-4{_pick(rng, '0123456789abcdef', 3)}-a{_pick(rng, '0123456789abcdef', 3)}",
+        lambda: f"request id {_pick(rng, HEX, 8)}-{_pick(rng, HEX, 4)}"
+                f"-4{_pick(rng, HEX, 3)}-a{_pick(rng, HEX, 3)}",
         lambda: f"AKIA{_pick(rng, UPPER, rng.randrange(4, 15))} is too short to be a key",
         lambda: f"task-{_pick(rng, string.ascii_lowercase, 8)} and sk-{_pick(rng, ALNUM, 6)}",
         lambda: "password: ***",
