@@ -23,10 +23,11 @@ REPORT = ROOT / "docs" / "reliability.md"
 
 # name -> (bounded, full)
 SIZES: dict[str, tuple[int, int]] = {
-    "fuzz_examples": (60, 400),
+    "fuzz_examples": (30, 120),
     "redaction_credentials": (315, 630),
     "redaction_benign_lines": (10_000, 20_000),
     "hostile_rounds": (1, 3),
+    "sigkills": (12, 60),
 }
 
 

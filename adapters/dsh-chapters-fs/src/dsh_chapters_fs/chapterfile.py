@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,12 +65,40 @@ def _timestamp(loader: _BoundedLoader, node: yaml.Node) -> Any:
 _BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
 
 
-def load_frontmatter(fm_text: str, max_bytes: int = DEFAULTS.frontmatter_max_bytes) -> Any:
+_OPENERS = re.compile(r"[\[{]")
+
+
+def _flow_depth(fm_text: str, limit: int) -> int:
+    """The deepest `[`/`{` nesting (quotes ignored: an over-estimate is only ever safe),
+    stopping as soon as it passes `limit`. PyYAML takes seconds on thousands of levels."""
+    if len(_OPENERS.findall(fm_text)) <= limit:
+        return 0
+    depth = deepest = 0
+    for ch in fm_text:
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif ch in "]}" and depth:
+            depth -= 1
+    return deepest
+
+
+def load_frontmatter(
+    fm_text: str, max_bytes: int = DEFAULTS.frontmatter_max_bytes,
+    max_depth: int = DEFAULTS.frontmatter_max_depth,
+) -> Any:
     """The YAML of one frontmatter block, or FrontmatterProblem (never another exception)."""
     size = len(fm_text.encode("utf-8", "surrogateescape"))
     if size > max_bytes:
         raise FrontmatterProblem(
             f"frontmatter is {size} bytes, over frontmatterMaxBytes = {max_bytes}"
+        )
+    if _flow_depth(fm_text, max_depth) > max_depth:
+        raise FrontmatterProblem(
+            f"frontmatter nests deeper than frontmatterMaxDepth = {max_depth}"
         )
     try:
         return yaml.load(fm_text, Loader=_BoundedLoader)
@@ -86,7 +115,8 @@ def load_frontmatter(fm_text: str, max_bytes: int = DEFAULTS.frontmatter_max_byt
 
 
 def frontmatter_problem(
-    relpath: str, data: bytes, max_bytes: int = DEFAULTS.frontmatter_max_bytes
+    relpath: str, data: bytes, max_bytes: int = DEFAULTS.frontmatter_max_bytes,
+    max_depth: int = DEFAULTS.frontmatter_max_depth,
 ) -> str:
     """Why this chapter or rule file cannot be read ("" when it can): copy-in's check."""
     try:
@@ -95,7 +125,7 @@ def frontmatter_problem(
         return f"not UTF-8 at byte {exc.start}"
     fm_text, body = split_frontmatter(text)
     try:
-        fields = load_frontmatter(fm_text, max_bytes) if fm_text else {}
+        fields = load_frontmatter(fm_text, max_bytes, max_depth) if fm_text else {}
         if fields is not None and not isinstance(fields, dict):
             return f"frontmatter is a {type(fields).__name__}, not a mapping"
         document_from_fields(relpath, fields or {}, body, body_digest(body))

@@ -240,6 +240,14 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=16_777_216,
     ),
     _s(
+        "frontmatterMaxDepth",
+        32,
+        "deepest `[`/`{` nesting a frontmatter block may have (the core writes 3); deeper "
+        "quarantines its file before YAML spends seconds on it",
+        minimum=4,
+        maximum=1000,
+    ),
+    _s(
         "poolFileMaxBytes",
         33_554_432,
         "largest pool file copy-in accepts; a bigger one is quarantined, never copied",
@@ -475,6 +483,7 @@ class Config:
     lock_timeout_ms: int = 10000
     lock_stale_seconds: int = 600
     frontmatter_max_bytes: int = 65536
+    frontmatter_max_depth: int = 32
     pool_file_max_bytes: int = 33_554_432
     reader_line_max_bytes: int = 268_435_456
     reader_json_max_depth: int = 200

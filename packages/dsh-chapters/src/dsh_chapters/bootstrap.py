@@ -279,8 +279,8 @@ def document_check(config: Config) -> Callable[[str, bytes], str]:
     """Copy-in's frontmatter check: the fs store's own parser, with this machine's bound."""
     from dsh_chapters_fs.chapterfile import frontmatter_problem
 
-    limit = config.frontmatter_max_bytes
-    return lambda path, data: frontmatter_problem(path, data, limit)
+    limit, depth = config.frontmatter_max_bytes, config.frontmatter_max_depth
+    return lambda path, data: frontmatter_problem(path, data, limit, depth)
 
 
 def store_quarantine(app: App) -> list[tuple[str, str]]:
