@@ -122,7 +122,8 @@ _yaml_bits = st.sampled_from([
     "date: 2026-13-45", "date: 2026-02-30T25:61:00Z", "title: &a [x, *a]", "a: &x [1]\nb: *x",
     "topics: 5", "seqRange: [1, two]", "messages: {user: [1]}", "? [a, b]\n: 1", "{1: a, b: 2}",
     "title: !!python/object:os.system x", "kind: rule", "- a\n- b", "title: [[[[[[[[[[",
-    "nest: " + "[" * 2000 + "]" * 2000, "n: " + "[" * 30 + "]" * 30, "title: \"\\ud800\"", "x: 1e999", ": :", "\t\x00",
+    "nest: " + "[" * 2000 + "]" * 2000, "n: " + "[" * 30 + "]" * 30,
+    "title: \"\\ud800\"", "x: 1e999", ": :", "\t\x00",
 ])
 _frontmatter = st.lists(_yaml_bits | st.text(max_size=40), max_size=6).map(
     lambda parts: "---\n" + "\n".join(parts) + "\n---\nbody\n")

@@ -131,6 +131,8 @@ def _read_line(stream: BinaryIO, cap: int = 0) -> tuple[bytes | bytearray | None
     if not piece:
         return None, 0, False
     size = len(piece)
+    if cap and size > cap and _RECORD_START.match(piece):
+        raise input_guard.LineTooLong(0, size, cap)
     if piece.endswith(b"\n"):
         return piece, size, True
     if not _RECORD_START.match(piece):
