@@ -1,7 +1,12 @@
 """Chapter and rule files into `Document`s: frontmatter read with `yaml.safe_load` (the edge).
 
 A file a human edited into invalid YAML still yields a document (titled by its file name, the
-error kept in `extra`), so one bad file never hides the rest of the store from search.
+error kept in `extra`), so one bad file never hides the rest of the store from search. Every
+way frontmatter can be bad ends there, never in an exception: an impossible date, a value of
+the wrong type, an alias (refused outright, so an alias bomb never expands), nesting deeper
+than the parser's stack, or a block over `frontmatterMaxBytes`. `frontmatter_problem` names
+the reason, so copy-in can refuse a pool file before it is written and `chapters status`
+can list what it quarantined.
 """
 
 from __future__ import annotations
@@ -9,15 +14,126 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
+from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import split_frontmatter
 
 _KNOWN = frozenset({"title", "summary", "topics", "date", "projectKey", "sessionId", "harnessId",
                     "category", "status", "sha256", "seqRange", "messages", "kind"})
+
+
+FRONTMATTER_ERROR = "frontmatterError"  # the `extra` key naming why a file's frontmatter is bad
+
+
+class FrontmatterProblem(ValueError):
+    """Frontmatter that cannot be read; `reason` is one line a person can act on."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """`yaml.safe_load`'s loader, minus aliases: a reference to an anchor is refused where it
+    stands, so `a: &x [..] b: [*x, *x, ...]` never expands (an alias bomb costs nothing)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise FrontmatterProblem(
+                f"alias *{event.anchor} at line {event.start_mark.line + 2}: frontmatter "
+                "aliases are refused"
+            )
+        return super().compose_node(parent, index)
+
+
+def _timestamp(loader: _BoundedLoader, node: yaml.Node) -> Any:
+    # `date: 2026-13-45` matches YAML's timestamp shape, then datetime refuses it: name it.
+    try:
+        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise FrontmatterProblem(
+            f"invalid date {node.value!r} at line {node.start_mark.line + 2} ({exc})"
+        ) from None
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+
+
+_OPENERS = re.compile(r"[\[{]")
+
+
+def _flow_depth(fm_text: str, limit: int) -> int:
+    """The deepest `[`/`{` nesting (quotes ignored: an over-estimate is only ever safe),
+    stopping as soon as it passes `limit`. PyYAML takes seconds on thousands of levels."""
+    if len(_OPENERS.findall(fm_text)) <= limit:
+        return 0
+    depth = deepest = 0
+    for ch in fm_text:
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif ch in "]}" and depth:
+            depth -= 1
+    return deepest
+
+
+def load_frontmatter(
+    fm_text: str, max_bytes: int = DEFAULTS.frontmatter_max_bytes,
+    max_depth: int = DEFAULTS.frontmatter_max_depth,
+) -> Any:
+    """The YAML of one frontmatter block, or FrontmatterProblem (never another exception)."""
+    size = len(fm_text.encode("utf-8", "surrogateescape"))
+    if size > max_bytes:
+        raise FrontmatterProblem(
+            f"frontmatter is {size} bytes, over frontmatterMaxBytes = {max_bytes}"
+        )
+    if _flow_depth(fm_text, max_depth) > max_depth:
+        raise FrontmatterProblem(
+            f"frontmatter nests deeper than frontmatterMaxDepth = {max_depth}"
+        )
+    try:
+        return yaml.load(fm_text, Loader=_BoundedLoader)
+    except FrontmatterProblem:
+        raise
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 2}" if mark is not None else "frontmatter"
+        raise FrontmatterProblem(f"invalid YAML at {where}") from None
+    except RecursionError:
+        raise FrontmatterProblem("frontmatter nests deeper than the parser allows") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise FrontmatterProblem(f"frontmatter value cannot be read ({exc})") from None
+
+
+def frontmatter_problem(
+    relpath: str, data: bytes, max_bytes: int = DEFAULTS.frontmatter_max_bytes,
+    max_depth: int = DEFAULTS.frontmatter_max_depth,
+) -> str:
+    """Why this chapter or rule file cannot be read ("" when it can): copy-in's check."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 at byte {exc.start}"
+    fm_text, body = split_frontmatter(text)
+    try:
+        fields = load_frontmatter(fm_text, max_bytes, max_depth) if fm_text else {}
+        if fields is not None and not isinstance(fields, dict):
+            return f"frontmatter is a {type(fields).__name__}, not a mapping"
+        document_from_fields(relpath, fields or {}, body, body_digest(body))
+    except FrontmatterProblem as exc:
+        return exc.reason
+    except (ValueError, TypeError, RecursionError) as exc:
+        return f"frontmatter value cannot be read ({type(exc).__name__})"
+    return ""
 
 
 def body_digest(body: str) -> str:
@@ -69,19 +185,35 @@ def _stem(relpath: str) -> str:
     return relpath.rsplit("/", 1)[-1].removesuffix(".md")
 
 
-def parse_document(relpath: str, text: str) -> Document:
+def quarantined_document(relpath: str, reason: str, body_sha256: str = "") -> Document:
+    """The stand-in for a file whose frontmatter cannot be read: titled by its file name,
+    the reason in `extra`, so search still finds the path and status can name it."""
+    return Document(path=relpath, kind=_kind(None, relpath), title=_stem(relpath),
+                    body_sha256=body_sha256, extra=((FRONTMATTER_ERROR, reason),))
+
+
+def frontmatter_error(document: Document) -> str:
+    """The reason a document was quarantined, or ""."""
+    return next((v for k, v in document.extra if k == FRONTMATTER_ERROR), "")
+
+
+def parse_document(
+    relpath: str, text: str, max_bytes: int = DEFAULTS.frontmatter_max_bytes
+) -> Document:
     """One store file as a Document. `relpath` is relative to `.dsh-chapters/`."""
     fm_text, body = split_frontmatter(text)
     digest = body_digest(body)
     try:
-        data = yaml.safe_load(fm_text) if fm_text else {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 2}" if mark is not None else "frontmatter"
-        return Document(path=relpath, kind=_kind(None, relpath), title=_stem(relpath),
-                        body_sha256=digest,
-                        extra=(("frontmatterError", f"invalid YAML at {where}"),))
-    return document_from_fields(relpath, data if isinstance(data, dict) else {}, body, digest)
+        data = load_frontmatter(fm_text, max_bytes) if fm_text else {}
+        return document_from_fields(relpath, data if isinstance(data, dict) else {}, body, digest)
+    except FrontmatterProblem as exc:
+        return quarantined_document(relpath, exc.reason, digest)
+    except (ValueError, TypeError, RecursionError) as exc:
+        # a value of a shape the mapping cannot hold (a mixed-type mapping, nesting past the
+        # stack): the same quarantine as invalid YAML, never an exception past this edge
+        return quarantined_document(
+            relpath, f"frontmatter value cannot be read ({type(exc).__name__})", digest
+        )
 
 
 def document_from_fields(relpath: str, data: Mapping[str, Any], body: str,

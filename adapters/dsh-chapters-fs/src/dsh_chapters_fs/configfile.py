@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from dsh_chapters_core.errors import ConfigError
 HARNESS_ID_ENV = "DSH_CHAPTERS_HARNESS_ID"
 PROJECT_CONFIG_RELPATH = "config.toml"  # under `.dsh-chapters/`
 _ECHO_MAX = 40
+# Not a tunable: a config file holds ~70 flat keys; this only stops `/dev/zero`-sized input.
+_CONFIG_MAX_BYTES = 1 << 20
 # harnessId names directories (`rules/<harnessId>/`, `edits/<harnessId>/`): a plain name only.
 HARNESS_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _UNSET: Any = object()
@@ -160,15 +163,31 @@ def validate_mapping(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
 def read_config_file(path: Path) -> dict[str, Any]:
     """One file's validated values; a missing file is an empty layer."""
     try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(mode):  # a FIFO or a device would block or read forever
+            raise ConfigError(f"{path}: is not a regular file",
+                              hint=f"move it aside (mv {path} {path}.moved); the file is optional")
         raw = path.read_bytes()
     except FileNotFoundError:
         return {}
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a TOML file",
+                          hint=f"move the directory aside (mv {path} {path}.moved); "
+                               "the file is optional") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read (errno {exc.errno}: {exc.strerror})",
+                          hint="fix the file's permissions, or move it aside") from None
+    if len(raw) > _CONFIG_MAX_BYTES:
+        raise ConfigError(f"{path}: {len(raw)} bytes, over the {_CONFIG_MAX_BYTES} a config "
+                          "file may hold", hint="a config file is a few flat keys; rewrite it")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 (byte {exc.start})",
                           hint="save the file as UTF-8 TOML") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}",
                           hint="fix the syntax; keys look like `mergeThreshold = 0.3`") from None
     return validate_mapping(data, str(path))

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import split_frontmatter
 
@@ -111,7 +112,7 @@ def _json_lines(fm_text: str) -> dict[str, Any] | None:
             if key.startswith('"'):
                 key = json.loads(key)
             data[key] = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return data
 
@@ -131,11 +132,15 @@ class FrontmatterReader:
     def parse(self, path: str, data: bytes) -> Document | None:
         text = data.decode("utf-8", errors="replace")
         fm_text, body = split_frontmatter(text)
-        fields = _json_lines(fm_text) if fm_text else None
+        too_big = len(fm_text) > DEFAULTS.frontmatter_max_bytes
+        fields = _json_lines(fm_text) if fm_text and not too_big else None
         if fields is None:
-            doc = parse_document(path, text)
+            doc = parse_document(path, text)  # quarantines what it cannot read
         else:
-            doc = document_from_fields(path, fields, body, body_digest(body))
+            try:
+                doc = document_from_fields(path, fields, body, body_digest(body))
+            except (ValueError, TypeError, RecursionError):
+                doc = parse_document(path, text)
         if doc is None or not self.bodies or doc.kind is DocumentKind.RULE:
             return doc
         # Search reads a chapter's body too, and where it starts, for anchors (search.md).

@@ -20,8 +20,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document
-from dsh_chapters_core.errors import BodyChangedError, ChaptersError
+from dsh_chapters_core.errors import BodyChangedError, ChaptersError, UnsafePathError
 from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.pool_layout import (
     COLLECTIONS_FILE,
@@ -33,7 +34,13 @@ from dsh_chapters_core.pool_layout import (
 )
 
 from dsh_chapters_fs.atomic import is_temp_name, write_atomic
-from dsh_chapters_fs.chapterfile import body_digest, parse_document
+from dsh_chapters_fs.chapterfile import (
+    body_digest,
+    frontmatter_error,
+    parse_document,
+    quarantined_document,
+)
+from dsh_chapters_fs.containment import read_contained
 from dsh_chapters_fs.tree import checked_relpath
 
 STORE_DIRNAME = ".dsh-chapters"
@@ -68,6 +75,7 @@ class FsChapterStore:
         self.root = str(Path(root).absolute())
         self._base = Path(self.root)
         self._records: dict[str, tuple[str, Path]] | None = None  # sessionId -> (root, file)
+        self._head_bytes = DEFAULTS.frontmatter_max_bytes + 8  # the frontmatter, and its fence
 
     # -- paths ---------------------------------------------------------------------------
     def _session_dir(self, root_session_id: str) -> Path:
@@ -116,7 +124,9 @@ class FsChapterStore:
         """Root session ids with a directory in the store, sorted."""
         if not self._base.is_dir():
             return []
-        return sorted(p.name for p in self._base.iterdir() if p.is_dir() and is_session_id(p.name))
+        with os.scandir(self._base) as entries:  # a symlinked directory is not a session
+            return sorted(p.name for p in entries
+                          if p.is_dir(follow_symlinks=False) and is_session_id(p.name))
 
     def record_session(
         self, root_session_id: str, session_id: str, meta: Mapping[str, str]
@@ -282,41 +292,87 @@ class FsChapterStore:
 
     # -- reading -------------------------------------------------------------------------
     def chapter_paths(self) -> list[str]:
-        """Store-relative paths of every chapter, by session then number."""
+        """Store-relative paths of every chapter, by session then number (regular files only:
+        a symlink in place of a chapter is never listed, so never read or published)."""
         found: list[tuple[str, int, str]] = []
         for root_id in self.sessions():
             chapters = self._base / root_id / "chapters"
-            if not chapters.is_dir():
+            if chapters.is_symlink() or not chapters.is_dir():
                 continue
-            for p in chapters.iterdir():
-                number = chapter_number(p.name)
-                if number is not None and p.is_file() and not is_temp_name(p.name):
-                    found.append((root_id, number, f"{root_id}/chapters/{p.name}"))
+            with os.scandir(chapters) as entries:
+                for p in entries:
+                    number = chapter_number(p.name)
+                    if (number is not None and p.is_file(follow_symlinks=False)
+                            and not is_temp_name(p.name)):
+                        found.append((root_id, number, f"{root_id}/chapters/{p.name}"))
         return [path for _, _, path in sorted(found)]
 
     def rule_paths(self) -> list[str]:
         rules = self._base / "rules"
-        if not rules.is_dir():
+        if rules.is_symlink() or not rules.is_dir():
             return []
         return sorted(p.relative_to(self._base).as_posix() for p in rules.glob("*/*.md")
-                      if p.is_file() and not is_temp_name(p.name))
+                      if not p.is_symlink() and not p.parent.is_symlink() and p.is_file()
+                      and not is_temp_name(p.name))
+
+    def _read(self, relpath: str) -> str:
+        # surrogateescape, as every read here: the same bytes give the same body_sha256
+        return read_contained(self.root, relpath).decode("utf-8", "surrogateescape")
 
     def documents(self) -> Iterator[Document]:
-        """Every chapter and rule, frontmatter parsed with yaml.safe_load at this edge."""
+        """Every chapter and rule, frontmatter parsed with yaml.safe_load at this edge. A file
+        that cannot be read (bad frontmatter, unsafe) comes back quarantined, never raised."""
         for relpath in [*self.chapter_paths(), *self.rule_paths()]:
             try:
-                text = (self._base / relpath).read_bytes().decode("utf-8", "surrogateescape")
+                text = self._read(relpath)
             except FileNotFoundError:
                 continue
+            except UnsafePathError as exc:
+                yield quarantined_document(relpath, exc.reason)
+                continue
             yield parse_document(relpath, text)
+
+    def quarantined(self) -> list[tuple[str, str]]:
+        """(store path, reason) of every chapter or rule that cannot be read: what `chapters
+        status` and `chapters doctor` name. Only each file's head is read (the frontmatter)."""
+        found: list[tuple[str, str]] = []
+        for root_id in self.sessions():
+            chapters = self._base / root_id / "chapters"
+            if chapters.is_symlink():
+                found.append((f"{root_id}/chapters", "is a symlink"))
+                continue
+            if not chapters.is_dir():
+                continue
+            with os.scandir(chapters) as entries:
+                for p in entries:
+                    if chapter_number(p.name) is None or is_temp_name(p.name):
+                        continue
+                    if p.is_symlink():
+                        found.append((f"{root_id}/chapters/{p.name}", "is a symlink"))
+                    elif not p.is_file(follow_symlinks=False):
+                        found.append((f"{root_id}/chapters/{p.name}", "is not a regular file"))
+        for relpath in [*self.chapter_paths(), *self.rule_paths()]:
+            try:
+                head = read_contained(self.root, relpath, self._head_bytes)
+            except FileNotFoundError:
+                continue
+            except UnsafePathError as exc:
+                found.append((relpath, exc.reason))
+                continue
+            text = head.decode("utf-8", "surrogateescape")
+            if len(head) == self._head_bytes and text.startswith("---\n"):
+                text = self._read(relpath)  # a frontmatter block this long: judge all of it
+            reason = frontmatter_error(parse_document(relpath, text))
+            if reason:
+                found.append((relpath, reason))
+        return sorted(found)
 
     def document(self, path: str) -> Document:
         """One chapter or rule by store-relative path (ports.rules.DocumentShelf): the notice
         reads this session's chapters and the rules this way, never the whole corpus."""
         relpath = checked_relpath(path)
         try:
-            # surrogateescape, as documents() reads: the same bytes give the same body_sha256
-            text = (self._base / relpath).read_bytes().decode("utf-8", "surrogateescape")
+            text = self._read(relpath)
         except FileNotFoundError:
             raise ChaptersError(f"{relpath} is not in the store {self.root}",
                                 hint="run `chapters list` to see what is archived") from None
@@ -336,7 +392,7 @@ class FsChapterStore:
                                 hint="only chapters carry model-owned frontmatter")
         target = self._base / relpath
         try:
-            text = target.read_bytes().decode("utf-8", "surrogateescape")
+            text = self._read(relpath)
         except FileNotFoundError:
             raise ChaptersError(f"{relpath} is not in the store {self.root}",
                                 hint="run `chapters list` to see what is archived") from None
@@ -358,8 +414,8 @@ class FsChapterStore:
     def read_text(self, path: str) -> str:
         relpath = checked_relpath(path)
         try:
-            return (self._base / relpath).read_bytes().decode("utf-8", "surrogateescape")
-        except (FileNotFoundError, IsADirectoryError):
+            return self._read(relpath)
+        except FileNotFoundError:
             raise ChaptersError(f"{relpath} is not in the store {self.root}",
                                 hint="run `chapters list` to see what is archived") from None
 

@@ -6,28 +6,21 @@ Sync uses one over the store (`.dsh-chapters/`) and one over the provider's mirr
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from dsh_chapters_core.errors import ChaptersError
-
 from dsh_chapters_fs.atomic import is_temp_name, write_atomic
+from dsh_chapters_fs.containment import (
+    checked_relpath,
+    digest_contained,
+    is_contained_file,
+    read_contained,
+)
+
+__all__ = ["DirectoryTree", "checked_relpath"]
 
 _SKIPPED_DIRS = frozenset({".git"})
-_CHUNK = 1 << 20
-
-
-def checked_relpath(path: str) -> str:
-    """A relative forward-slash path that cannot leave its root."""
-    parts = path.replace("\\", "/").split("/")
-    if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise ChaptersError(
-            f"path {path!r} is not a plain relative path inside the tree",
-            hint="use forward slashes, no '..', no leading '/'",
-        )
-    return "/".join(parts)
 
 
 class DirectoryTree:
@@ -40,38 +33,43 @@ class DirectoryTree:
         return Path(self.root, *checked_relpath(path).split("/"))
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        """Every file under the root whose relative path starts with `prefix`, sorted."""
-        base = Path(self.root)
-        start = base
+        """Every regular file under the root whose relative path starts with `prefix`, sorted.
+
+        Symlinks (to files or directories) and FIFOs are never listed: containment (§11.2)."""
+        base = self.root.rstrip("/") or "/"
         head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        if head:
-            start = base / head
-        if not start.is_dir():
-            return iter(())
         found: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(start):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
-            rel_dir = Path(dirpath).relative_to(base).as_posix()
-            for name in filenames:
-                if is_temp_name(name):
-                    continue
-                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if rel.startswith(prefix):
-                    found.append(rel)
+        if head and os.path.realpath(os.path.join(base, head)) != os.path.join(
+            os.path.realpath(base), head
+        ):
+            return iter(())  # the prefix passes through a symlink: nothing under it is ours
+        stack = [head]
+        while stack:
+            rel = stack.pop()
+            try:
+                entries = os.scandir(os.path.join(base, rel) if rel else base)
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue
+            with entries:
+                for entry in entries:
+                    path = f"{rel}/{entry.name}" if rel else entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name not in _SKIPPED_DIRS:
+                            stack.append(path)
+                    elif (entry.is_file(follow_symlinks=False) and not is_temp_name(entry.name)
+                          and path.startswith(prefix)):
+                        found.append(path)
         return iter(sorted(found))
 
     def exists(self, path: str) -> bool:
-        return self._abs(path).is_file()
+        return is_contained_file(self.root, path)
 
     def read(self, path: str) -> bytes:
-        return self._abs(path).read_bytes()
+        """The file's bytes; UnsafePathError for a symlink or a non-regular file."""
+        return read_contained(self.root, path)
 
     def digest(self, path: str) -> str:
-        sha = hashlib.sha256()
-        with self._abs(path).open("rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                sha.update(chunk)
-        return sha.hexdigest()
+        return digest_contained(self.root, path)
 
     def write(self, path: str, data: bytes) -> None:
         write_atomic(self._abs(path), data)

@@ -40,6 +40,7 @@ _HINTS: dict[FailureCode, str] = {
     FailureCode.DIVERGED: "the pool moved: rebuild the mirror and publish again (§5.2)",
     FailureCode.REFUSED: "check the pool's URL or path with `chapters link`",
     FailureCode.NOT_FOUND: "check the pool's URL or path with `chapters link`",
+    FailureCode.LOCKED: "`chapters doctor --repair` clears a pool lock no writer holds",
 }
 
 # Filesystem errnos that mean "the pool's storage is not reachable right now" (NFS, FUSE).

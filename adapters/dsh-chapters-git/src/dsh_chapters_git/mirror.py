@@ -16,6 +16,7 @@ Invariants kept here:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -33,6 +34,7 @@ from dsh_chapters_git.failures import Deadline
 from dsh_chapters_git.history import read_commit
 from dsh_chapters_git.packs import WrittenPack, write_objects
 from dsh_chapters_git.trees import (
+    DIR_MODE,
     EXEC_MODE,
     FILE_MODE,
     GITLINK_MODE,
@@ -52,6 +54,12 @@ HEAD = Ref(b"HEAD")
 REMOTE_SECTION = (b"remote", b"pool")
 IDENTITY_DOMAIN = "dsh-chapters.invalid"
 _DEADLINE_STRIDE = 256  # files between two deadline checks
+UNSAFE_FILE = "dsh-chapters-unsafe.json"  # under `.git/`: pool entries never checked out
+VERIFIED_FILE = "dsh-chapters-verified"  # under `.git/`: what the last integrity check saw
+
+
+def _hex_or_none(sha: bytes | None) -> str:
+    return sha.decode("ascii") if sha is not None else "-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +227,91 @@ class Mirror:
             return None
         return entry if isinstance(entry, IndexEntry) else None
 
+    # ---- unsafe pool entries ---------------------------------------------------------
+    def _unsafe_file(self) -> str:
+        return os.path.join(self.root, ".git", UNSAFE_FILE)
+
+    def _record_unsafe(self, found: list[bytes], *, replace: bool) -> None:
+        """Tree entries never checked out (`..`, `.git`, a slash in a name): kept beside the
+        repository, so every sync names them to copy-in's quarantine, not only the first."""
+        known = set() if replace else set(self.unsafe_paths())
+        known |= {p.decode("utf-8", "replace") for p in found}
+        path = self._unsafe_file()
+        if not known:
+            if os.path.lexists(path):
+                os.unlink(path)
+            return
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(sorted(known), handle)
+
+    def unsafe_paths(self) -> tuple[str, ...]:
+        try:
+            with open(self._unsafe_file(), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return ()
+        return tuple(str(p) for p in data) if isinstance(data, list) else ()
+
     # ---- health ----------------------------------------------------------------------
+    def integrity_problem(self) -> str:
+        """§5.2: a cheap check that what the refs name is whole ("" when it is): every tree
+        reachable from `main` and the pool head reads, every blob is present, and every pack's
+        trailing checksum matches its bytes. Corruption routes to the rebuild path."""
+        token = self._integrity_token()
+        verified = os.path.join(self.root, ".git", VERIFIED_FILE)
+        try:
+            with open(verified, encoding="utf-8") as handle:
+                if handle.read() == token:
+                    return ""  # nothing the check reads changed since it last passed
+        except OSError:
+            pass
+        broken = self._check_integrity()
+        if not broken:
+            with open(verified, "w", encoding="utf-8") as handle:
+                handle.write(token)
+        return broken
+
+    def _integrity_token(self) -> str:
+        """What the check depends on, by stat: the refs, each pack's size and mtime, and the
+        mtime of every loose-object directory (a deleted loose object changes its dir)."""
+        objects = os.path.join(self.root, ".git", "objects")
+        parts = [_hex_or_none(self.head()), _hex_or_none(self.pool_head())]
+        with os.scandir(objects) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir(follow_symlinks=False):
+                    parts.append(f"{entry.name}:{entry.stat().st_mtime_ns}")
+        pack_dir = os.path.join(objects, "pack")
+        if os.path.isdir(pack_dir):
+            with os.scandir(pack_dir) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    st = entry.stat()
+                    parts.append(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}")
+        return "\n".join(parts)
+
+    def _check_integrity(self) -> str:
+        store = self.repo.object_store
+        seen: set[bytes] = set()
+        for ref in (self.head(), self.pool_head()):
+            if ref is None:
+                continue
+            stack = [bytes(read_commit(store, ref).tree)]
+            while stack:
+                sha = stack.pop()
+                if sha in seen:
+                    continue
+                seen.add(sha)
+                for _name, mode, child in read_tree(store, sha).iteritems():
+                    if mode == DIR_MODE:
+                        stack.append(bytes(child))
+                    elif mode != GITLINK_MODE and ObjectID(child) not in store:
+                        return f"object {bytes(child)[:12].decode()} is missing"
+        for pack in store.packs:
+            try:
+                pack.data.check()
+            except Exception:  # any checksum or read failure: the pack is not whole
+                return f"pack {os.path.basename(pack.data.filename)} fails its checksum"
+        return ""
+
     def problem(self, remote: str) -> str:
         """Why this mirror cannot be used as is ("" when it can): corrupt, dirty or foreign."""
         if not os.path.isdir(os.path.join(self.root, ".git")):
@@ -239,6 +331,9 @@ class Mirror:
             index = self.index()
             if head is None and len(index):
                 return "index without commits"
+            broken = self.integrity_problem()
+            if broken:
+                return f"corrupt: {broken}"
         except Exception:  # see above
             return "unreadable repository"
         changed = self._first_dirty_path()
@@ -286,7 +381,8 @@ class Mirror:
         tree = read_commit(store, commit).tree
         entries: dict[bytes, IndexEntry] = {}
         made: set[bytes] = set()
-        for count, (path, entry) in enumerate(iter_files(store, tree)):
+        skipped: list[bytes] = []
+        for count, (path, entry) in enumerate(iter_files(store, tree, b"", skipped)):
             if count % _DEADLINE_STRIDE == 0:
                 deadline.check()
             if entry.mode == GITLINK_MODE:
@@ -299,6 +395,7 @@ class Mirror:
             _, data = store.get_raw(ObjectID(entry.sha))
             st = _write_new(full, data, entry.mode)
             entries[path] = index_entry_from_stat(st, entry.sha, entry.mode)
+        self._record_unsafe(skipped, replace=True)
         self.set_head(commit)
         self.set_pool_head(commit)
         index = Index(os.path.join(self.repo.controldir(), "index"), read=False)
@@ -311,7 +408,9 @@ class Mirror:
     def fast_forward(self, old: bytes | None, new: bytes, deadline: Deadline) -> tuple[str, ...]:
         """Move the working files from commit `old` to `new`; returns the changed paths."""
         store = self.repo.object_store
-        changes = list(diff_trees(store, self.tree_of(old), self.tree_of(new)))
+        skipped: list[bytes] = []
+        changes = list(diff_trees(store, self.tree_of(old), self.tree_of(new), b"", skipped))
+        self._record_unsafe(skipped, replace=False)
         index = self.index()
         # Removals first: a file that became a directory must be gone before the directory.
         for change in changes:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 from dsh_chapters_core.errors import FailureCode, TransportError
 from dsh_chapters_core.ports.transport import (
+    HealthFinding,
     KnowledgeProvider,
     MirrorState,
     ProviderContext,
@@ -34,6 +35,8 @@ from dsh_chapters_git.upstream import (
     is_http_remote,
     is_local_remote,
     local_path,
+    lock_holders,
+    stale_lock_age_ms,
 )
 
 
@@ -80,6 +83,7 @@ class GitProvider:
             cloned=cloned,
             created_pool=created,
             moved_aside=moved,
+            unsafe_paths=mirror.unsafe_paths(),
         )
 
     def _synced_before(self) -> bool:
@@ -172,7 +176,8 @@ class GitProvider:
                     "the mirror has unpushed commits and the pool moved",
                 )
             changed = mirror.fast_forward(before, head, deadline)
-            return PullResult(_hex(before), _hex(head), changed, requests)
+            return PullResult(_hex(before), _hex(head), changed, requests,
+                              unsafe_paths=mirror.unsafe_paths())
 
     def stage(self, files: Mapping[str, bytes]) -> StageResult:
         for path in files:
@@ -206,6 +211,61 @@ class GitProvider:
                 self._mirror.discard_staged()
             mirror = self._materialize(deadline)
             return self._state(mirror, cloned=True, created=created)
+
+    # ---- doctor (ports.transport.ProviderDoctor) ---------------------------------------
+    def diagnose(self) -> tuple[HealthFinding, ...]:
+        """Local checks only: the mirror's health and integrity, and a stale pool ref lock."""
+        found: list[HealthFinding] = []
+        if os.path.isdir(os.path.join(self.mirror_root, ".git")):
+            probe = Mirror(self.mirror_root)
+            try:
+                problem = probe.problem(self._upstream.display)
+                unsafe = probe.unsafe_paths()
+            finally:
+                probe.close()
+            if problem:
+                found.append(HealthFinding(
+                    "mirror-corrupt" if problem.startswith(("corrupt", "unreadable"))
+                    else "mirror-unusable",
+                    self.mirror_root, problem,
+                    "move the mirror aside and rebuild it from the pool (§5.2)"))
+            for path in unsafe:
+                found.append(HealthFinding(
+                    "pool-unsafe-path", path, "an unsafe path element in the pool; never "
+                    "checked out", ""))
+        if isinstance(self._upstream, LocalPool):
+            lock = self._upstream.ref_lock()
+            age_ms = stale_lock_age_ms(lock, self._timeout_ms)
+            if age_ms is not None:
+                holders = lock_holders(lock)
+                found.append(HealthFinding(
+                    "pool-lock-stale", lock,
+                    f"{age_ms // 1000} s old, over syncTimeoutMs = {self._timeout_ms} ms"
+                    + (f"; held open by pid {', '.join(map(str, holders))}" if holders else
+                       "; no process holds it"),
+                    "" if holders else "remove the lock file"))
+        return tuple(found)
+
+    def repair(self, finding: HealthFinding) -> str:
+        if finding.code in ("mirror-corrupt", "mirror-unusable"):
+            moved = ""
+            with self._call("rebuild") as deadline:
+                self._upstream.prepare(deadline, may_create=False)
+                if self._mirror is not None:
+                    self._mirror.close()
+                    self._mirror = None
+                if os.path.lexists(self.mirror_root):
+                    moved = move_aside(self.mirror_root)
+                self._materialize(deadline)
+            return f"rebuilt the mirror from the pool (the old one is at {moved})"
+        if finding.code == "pool-lock-stale" and isinstance(self._upstream, LocalPool):
+            lock = self._upstream.ref_lock()
+            # Cleared only when still stale and no process holds it open (checked again now).
+            if stale_lock_age_ms(lock, self._timeout_ms) is None or lock_holders(lock):
+                return "left alone: a writer holds it, or it is no longer stale"
+            os.unlink(lock)
+            return f"removed {lock}"
+        return ""
 
     def close(self) -> None:
         if self._mirror is not None:

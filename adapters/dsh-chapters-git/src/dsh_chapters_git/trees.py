@@ -67,6 +67,11 @@ class UnsafePathError(ValueError):
     """A tree entry or staged path that could escape the mirror (`..`, `.git`, `/`)."""
 
 
+# The longest file name Linux filesystems take (NAME_MAX): a longer pool entry can never be
+# checked out, so it is unsafe like `..` (skipped and quarantined, never ENAMETOOLONG).
+_NAME_MAX = 255
+
+
 def safe_name(name: bytes) -> bool:
     """A single path element that is safe to create under the mirror."""
     return (
@@ -75,6 +80,7 @@ def safe_name(name: bytes) -> bool:
         and b"\\" not in name
         and b"\0" not in name
         and name.lower() != b".git"
+        and len(name) <= _NAME_MAX
     )
 
 
@@ -112,38 +118,55 @@ def read_object(store: ObjectReader, sha: bytes) -> ShaFile:
     return obj
 
 
-def _entries(store: ObjectReader, sha: bytes | None) -> dict[bytes, TreeEntry]:
+_KEEP = "keep"  # carry unsafe entries over untouched (objects move; nothing is checked out)
+
+
+def _entries(
+    store: ObjectReader, sha: bytes | None, skipped: list[bytes] | str | None = None,
+    prefix: bytes = b"",
+) -> dict[bytes, TreeEntry]:
+    """A tree's entries. An unsafe name (`..`, `.git`, a slash) raises, unless the caller
+    collects it in `skipped` (checkout: it is never written) or keeps it (`_KEEP`: a commit
+    or a push carries another machine's entry over as it is)."""
     if sha is None:
         return {}
     tree = read_tree(store, sha)
     out: dict[bytes, TreeEntry] = {}
     for name, mode, child in tree.iteritems():
         if not safe_name(name):
-            raise UnsafePathError(f"the pool holds an unsafe path element {name!r}")
+            if skipped is None:
+                raise UnsafePathError(f"the pool holds an unsafe path element {name!r}")
+            if isinstance(skipped, list):
+                skipped.append(prefix + name)
+                continue
         out[name] = TreeEntry(mode, child)
     return out
 
 
 def iter_files(
-    store: ObjectReader, tree_sha: bytes, prefix: bytes = b""
+    store: ObjectReader, tree_sha: bytes, prefix: bytes = b"",
+    skipped: list[bytes] | None = None,
 ) -> Iterator[tuple[bytes, TreeEntry]]:
-    """Every non-directory entry under a tree, depth first, with its full path."""
-    for name, entry in _entries(store, tree_sha).items():
+    """Every non-directory entry under a tree, depth first, with its full path. With
+    `skipped`, unsafe entries are left out and their paths collected instead of raising."""
+    for name, entry in _entries(store, tree_sha, skipped, prefix).items():
         path = prefix + name
         if entry.mode == DIR_MODE:
-            yield from iter_files(store, entry.sha, path + b"/")
+            yield from iter_files(store, entry.sha, path + b"/", skipped)
         else:
             yield path, entry
 
 
 def diff_trees(
-    store: ObjectReader, old: bytes | None, new: bytes | None, prefix: bytes = b""
+    store: ObjectReader, old: bytes | None, new: bytes | None, prefix: bytes = b"",
+    skipped: list[bytes] | None = None,
 ) -> Iterator[Change]:
-    """File-level changes from `old` to `new` (either may be None); equal subtrees are skipped."""
+    """File-level changes from `old` to `new` (either may be None); equal subtrees are skipped.
+    With `skipped`, unsafe entries of `new` are collected, never yielded."""
     if old == new:
         return
-    before = _entries(store, old)
-    after = _entries(store, new)
+    before = _entries(store, old, [] if skipped is not None else None, prefix)
+    after = _entries(store, new, skipped, prefix)
     for name in sorted(before.keys() | after.keys()):
         a = before.get(name)
         b = after.get(name)
@@ -154,7 +177,8 @@ def diff_trees(
         b_dir = b is not None and b.mode == DIR_MODE
         if a_dir or b_dir:
             yield from diff_trees(
-                store, a.sha if a_dir and a else None, b.sha if b_dir and b else None, path + b"/"
+                store, a.sha if a_dir and a else None, b.sha if b_dir and b else None, path + b"/",
+                skipped,
             )
         if not a_dir and not b_dir:
             yield Change(path, a, b)
@@ -169,8 +193,8 @@ def changed_objects(store: ObjectReader, old: bytes | None, new: bytes) -> Itera
     if old == new:
         return
     yield new
-    before = _entries(store, old)
-    for name, entry in _entries(store, new).items():
+    before = _entries(store, old, _KEEP)
+    for name, entry in _entries(store, new, _KEEP).items():
         prior = before.get(name)
         if prior is not None and prior.sha == entry.sha:
             continue
@@ -194,7 +218,7 @@ def build_tree(
     new_trees: list[Tree] = []
 
     def build(base_sha: bytes | None, here: Mapping[bytes, TreeEntry]) -> bytes:
-        entries = _entries(store, base_sha)
+        entries = _entries(store, base_sha, _KEEP)
         groups: dict[bytes, dict[bytes, TreeEntry]] = {}
         for path, entry in here.items():
             head, sep, rest = path.partition(b"/")

@@ -224,6 +224,7 @@ class LocalPool:
                         moved = repo.refs.set_if_equals(MAIN, ObjectID(current), ObjectID(local))
                     break
                 except FileLocked:
+                    self._refuse_stale_lock(deadline)
                     deadline.check()
                     time.sleep(_LOCK_RETRY_S)
             if not moved:
@@ -231,6 +232,21 @@ class LocalPool:
             return True
         finally:
             repo.close()
+
+    def ref_lock(self) -> str:
+        """The pool's `refs/heads/main.lock`: git's (and dulwich's) lock on the branch."""
+        return os.path.join(self.path, "refs", "heads", "main.lock")
+
+    def _refuse_stale_lock(self, deadline: Deadline) -> None:
+        # A ref lock is held for microseconds; one older than a whole call's budget was left
+        # by a writer that died. Waiting can never help, so say so, with the path and age.
+        age_ms = stale_lock_age_ms(self.ref_lock(), deadline.timeout_ms)
+        if age_ms is not None:
+            raise failure(
+                "push", FailureCode.LOCKED,
+                f"{self.ref_lock()} is {age_ms // 1000} s old, over syncTimeoutMs = "
+                f"{deadline.timeout_ms} ms",
+            )
 
     def _ensure_head_symref(self, repo: Repo) -> None:
         # A pool made by `git init --bare` may point HEAD at a missing `master`: clones of the
@@ -245,6 +261,39 @@ class LocalPool:
             except KeyError:
                 pass
         repo.refs.set_symbolic_ref(HEAD, MAIN)
+
+
+def stale_lock_age_ms(path: str, timeout_ms: int) -> int | None:
+    """The age of a lock file older than `timeout_ms`, or None (absent, or young)."""
+    try:
+        age_ms = int((time.time() - os.stat(path).st_mtime) * 1000)
+    except OSError:
+        return None
+    return age_ms if age_ms > timeout_ms else None
+
+
+def lock_holders(path: str) -> tuple[int, ...]:
+    """Pids of this host's processes holding `path` open (Linux `/proc`; () elsewhere): a lock
+    is cleared only when no writer holds it."""
+    target = os.path.realpath(path)
+    found: list[int] = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return ()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    found.append(pid)
+                    break
+            except OSError:
+                continue
+    return tuple(found)
 
 
 def _remove_quietly(path: str) -> None:

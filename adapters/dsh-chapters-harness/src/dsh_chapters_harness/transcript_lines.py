@@ -29,6 +29,8 @@ import attrs
 from dsh_chapters_core.errors import InputError
 from dsh_chapters_core.events import LineAccount, LineClass
 
+from dsh_chapters_harness import input_guard
+
 # A record line opens with "{" after optional whitespace; anything else is rejected before it
 # is decoded, so a 50 MB line of garbage is never turned into a 50 MB str.
 _RECORD_START = re.compile(rb"[ \t\r\f\v]*\{")
@@ -136,7 +138,7 @@ def decode_counting(raw: bytes | bytearray) -> tuple[str, int]:
     return text, count
 
 
-def _read_line(stream: BinaryIO) -> tuple[bytes | bytearray | None, int, bool]:
+def _read_line(stream: BinaryIO, cap: int = 0) -> tuple[bytes | bytearray | None, int, bool]:
     """(the line, its size in bytes, whether it ends with a newline); (None, 0, False) at EOF.
 
     A line longer than one piece that does not open like a record is consumed piece by piece
@@ -146,11 +148,13 @@ def _read_line(stream: BinaryIO) -> tuple[bytes | bytearray | None, int, bool]:
     if not piece:
         return None, 0, False
     size = len(piece)
+    if cap and size > cap and _RECORD_START.match(piece):
+        raise input_guard.LineTooLong(0, size, cap)
     if piece.endswith(b"\n"):
         return piece, size, True
     if not _RECORD_START.match(piece):
         while more := stream.readline(_PIECE):
-            size += len(more)
+            size += len(more)  # counted, never held: the cap is for lines that are held
             if more.endswith(b"\n"):
                 return None, size, True
         return None, size, False
@@ -158,6 +162,8 @@ def _read_line(stream: BinaryIO) -> tuple[bytes | bytearray | None, int, bool]:
     while more := stream.readline(_PIECE):
         line += more
         size += len(more)
+        if cap and size > cap:
+            raise input_guard.LineTooLong(0, size, cap)
         if more.endswith(b"\n"):
             return line, size, True
     return line, size, False
@@ -179,7 +185,7 @@ def _split_records(text: str) -> list[dict[str, Any]] | None:
     while position < len(text):
         try:
             value, position = _DECODER.raw_decode(text, position)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the stack: malformed, never a crash
             return None
         if not isinstance(value, dict):
             return None
@@ -191,7 +197,7 @@ def _split_records(text: str) -> list[dict[str, Any]] | None:
 def _parse_records(text: str) -> list[dict[str, Any]] | None:
     """The line's record, or its records when several were written on it; None if malformed."""
     try:
-        value = json.loads(text)  # tolerates the trailing newline
+        value = input_guard.safe_loads(text)  # tolerates the trailing newline
     except ValueError:
         return _split_records(text)
     return [value] if isinstance(value, dict) else None
@@ -215,8 +221,12 @@ def iter_line_records(
     so the caller accounts only for the records it is given.
     """
     number = 0
+    cap = input_guard.current().line_max_bytes
     while True:
-        line, size, complete = _read_line(stream)
+        try:
+            line, size, complete = _read_line(stream, cap)
+        except input_guard.LineTooLong as exc:
+            raise input_guard.LineTooLong(number + 1, exc.size, exc.cap) from None
         if size == 0:
             return
         ledger.bytes_read += size
@@ -231,6 +241,12 @@ def iter_line_records(
             text, replaced = decode_counting(line)
             del line  # hold the decoded text or the bytes of a big line, not both
             records = _parse_records(text)
+            if records is not None:
+                # The boundary guard: depth bounded, lone surrogates replaced (counted once).
+                guarded = [input_guard.sane_record(record, text) for record in records]
+                records = None if any(r is None for r, _ in guarded) else [
+                    r for r, _ in guarded if r is not None]
+                replaced += max((lone for _, lone in guarded), default=0)
             del text
             if records is not None:
                 ledger.replaced_bytes += replaced
@@ -288,9 +304,6 @@ def not_a_transcript(path: str, ledger: LineLedger, *, label: str, expected: str
     )
 
 
-def _open_binary(path: str) -> BinaryIO:
-    return open(path, "rb")
-
 
 def read_records(
     path: str,
@@ -310,24 +323,23 @@ def read_records(
     `stopped_early` to say whether the stream ended inside a unit it could not finish.
     """
     ledger = ledger if ledger is not None else LineLedger()
-    try:
-        stream = (open_stream or _open_binary)(path)
-    except IsADirectoryError:
-        raise InputError(
-            f"{path} is a directory, not a {label} session file",
-            hint="pass one session file, or use `chapters import` for a directory",
-        ) from None
-    except OSError as exc:
-        raise InputError(
-            f"cannot read {path}: {exc.strerror or exc}",
-            hint="check that the path exists and is readable",
-        ) from None
+    stream = input_guard.open_regular(path, label)  # never a FIFO or /dev/zero
+    if open_stream is not None:  # a framed file (DSH's zstd): the same refusals first
+        stream.close()
+        try:
+            stream = open_stream(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}",
+                             hint="check that the path exists and is readable") from None
     with stream:
-        for number, records in iter_line_records(stream, ledger):
-            if len(records) == 1:
-                ledger.record(number, handle(number, records[0]))
-            else:
-                ledger.record_split(number, [handle(number, record) for record in records])
+        try:
+            for number, records in iter_line_records(stream, ledger):
+                if len(records) == 1:
+                    ledger.record(number, handle(number, records[0]))
+                else:
+                    ledger.record_split(number, [handle(number, record) for record in records])
+        except input_guard.LineTooLong as exc:
+            raise input_guard.line_too_long(path, exc.line_number, exc.size, exc.cap) from None
         if stopped_early is not None and stopped_early(stream):
             ledger.truncated_tail = True
     if ledger.recognized == 0:

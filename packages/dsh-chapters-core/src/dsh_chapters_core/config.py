@@ -254,6 +254,50 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=86_400,
     ),
+    # containment of bad input: one poisoned file never stops a machine (§3.3, §11)
+    _s(
+        "frontmatterMaxBytes",
+        65536,
+        "largest frontmatter block read; a bigger one quarantines its file",
+        minimum=1024,
+        maximum=16_777_216,
+    ),
+    _s(
+        "frontmatterMaxDepth",
+        32,
+        "deepest `[`/`{` nesting a frontmatter block may have (the core writes 3); deeper "
+        "quarantines its file before YAML spends seconds on it",
+        minimum=4,
+        maximum=1000,
+    ),
+    _s(
+        "poolFileMaxBytes",
+        33_554_432,
+        "largest pool file copy-in accepts; a bigger one is quarantined, never copied",
+        minimum=4096,
+        maximum=4_294_967_296,
+    ),
+    _s(
+        "readerLineMaxBytes",
+        268_435_456,
+        "largest transcript record line a reader holds; a longer one stops it with the numbers",
+        minimum=1024,
+        maximum=1_073_741_824,
+    ),
+    _s(
+        "readerJsonMaxDepth",
+        200,
+        "deepest JSON nesting a transcript line may have",
+        minimum=8,
+        maximum=10_000,
+    ),
+    _s(
+        "sessionIdMaxChars",
+        200,
+        "longest session id a reader or the pool may use (it names a directory)",
+        minimum=16,
+        maximum=240,
+    ),
     # search and index (§8, §10)
     _s(
         "searchDefaultMaxTokens",
@@ -525,6 +569,12 @@ class Config:
     hook_timeout_ms: int = 20000
     lock_timeout_ms: int = 10000
     lock_stale_seconds: int = 600
+    frontmatter_max_bytes: int = 65536
+    frontmatter_max_depth: int = 32
+    pool_file_max_bytes: int = 33_554_432
+    reader_line_max_bytes: int = 268_435_456
+    reader_json_max_depth: int = 200
+    session_id_max_chars: int = 200
     search_default_max_tokens: int = 400
     rules_core_bonus: float = 0.15
     search_topic_weight: float = 2.0

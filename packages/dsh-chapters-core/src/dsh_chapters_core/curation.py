@@ -79,7 +79,7 @@ def parse_facts(harness_id: str, text: str) -> FactLog:
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
             kind = FactType(str(obj.get("type", "")))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):  # a line nested past the stack
             bad.append((harness_id, n))
             continue
         fields = tuple(sorted((k, v) for k, v in obj.items() if k not in _RESERVED))

@@ -19,6 +19,7 @@ class FailureCode(enum.StrEnum):
     CORRUPT = "corrupt"
     REFUSED = "refused"
     NOT_FOUND = "not_found"
+    LOCKED = "locked"  # a pool ref lock older than syncTimeoutMs: a writer died holding it
 
 
 class ChaptersError(Exception):
@@ -63,3 +64,17 @@ class RefusalError(ChaptersError):
 class BodyChangedError(RefusalError):
     """§1 invariant 3: the enrichment frontmatter write found another body than the one it
     labelled (or than the frontmatter's `sha256`), so it refuses instead of writing."""
+
+
+class UnsafePathError(ChaptersError):
+    """A store or mirror file that is a symlink, not a regular file, or resolves outside its
+    root: refused, never read or published (one check for every tree, as `artifact` has)."""
+
+    def __init__(self, path: str, reason: str, *, hint: str = "") -> None:
+        super().__init__(
+            f"refused: {path} {reason}",
+            hint=hint or "replace it with the regular file it should be, or remove it "
+            "(`chapters doctor` lists every such file)",
+        )
+        self.path = path
+        self.reason = reason

@@ -26,7 +26,12 @@ from dataclasses import dataclass
 # Store top-level names that are not sessions. The last five never leave the machine.
 SHARED_STORE_DIRS: tuple[str, ...] = ("artifacts", "rules", "edits")
 LOCAL_STORE_DIRS: tuple[str, ...] = ("index", "topics", "state", "logs", "cache")
-_NOT_SESSIONS = frozenset(SHARED_STORE_DIRS + LOCAL_STORE_DIRS)
+# Files the store keeps at its top level (or inside a session), by name: a session id in the
+# pool that collides with one would write a chapter under a file (§2.2, store-reserved names).
+STORE_RESERVED_NAMES: tuple[str, ...] = (
+    "config.toml", "sessions", "chapters", "session.json", "collections.jsonl", "project.yml",
+)
+_NOT_SESSIONS = frozenset(SHARED_STORE_DIRS + LOCAL_STORE_DIRS + STORE_RESERVED_NAMES)
 
 SESSION_FILE = "session.json"
 COLLECTIONS_FILE = "collections.jsonl"
@@ -72,7 +77,9 @@ def _all_safe(parts: Iterable[str]) -> bool:
 
 
 def is_session_id(name: str) -> bool:
-    return _safe(name) and not name.startswith(".") and name not in _NOT_SESSIONS
+    # Case-folded: on a case-insensitive disk `Config.toml` is the same file as `config.toml`.
+    return (_safe(name) and not name.startswith(".") and name.lower() not in _NOT_SESSIONS
+            and "/" not in name and not any(ord(c) < 32 for c in name))
 
 
 def to_pool(store_path: str, project_key: str) -> PoolEntry | None:
@@ -159,7 +166,8 @@ def to_store(pool_path: str, project_key: str) -> PoolEntry | None:
             PoolFileKind.COLLECTION, f"{sid}/{COLLECTIONS_FILE}", pool_path, session_id=sid
         )
     if head == "rules":
-        if len(parts) < 4:
+        # rules/<pk>/<harnessId>/NNN-….md: the store reads exactly `rules/<h>/<file>.md`
+        if len(parts) != 4 or not parts[3].endswith(".md") or parts[2].startswith("."):
             return None
         return PoolEntry(
             PoolFileKind.RULE, f"rules/{'/'.join(parts[2:])}", pool_path, harness_id=parts[2]

@@ -153,12 +153,16 @@ def resolve(ref: str, roots: Sequence[ReadRoot]) -> ResolvedFile:
         raise UsageError("no path or sha given", hint="chapters artifact <path|sha>")
     for root in roots:
         for path in _candidates(ref, root):
-            if not path or not root.tree.exists(path):
+            if not path:
                 continue
+            # Containment first: a tree refuses to say a symlink exists, but one that leaves
+            # the root is named as what it is.
             if not root.tree.contains(path):
                 raise ChaptersError(
                     f"refused: {root.directory}/{path} is a symlink that leaves {root.directory}",
                     hint="only files inside the archive are read")
+            if not root.tree.exists(path):
+                continue
             return ResolvedFile(root, path)
     searched = ", ".join(f"{r.name} ({r.directory})" for r in roots) or "no roots"
     raise ChaptersError(f"not found: {ref!r}; searched {len(roots)} roots: {searched}",

@@ -73,12 +73,14 @@ _MIN_ASSIGNED_SECRET = 8
 _SEPARATOR = re.compile(r"[ \t]*=[ \t]*|:[ \t]+")
 # After a quoted name's closing quote: "key": … (JSON, Python dicts, `\"key\": \"…\"` in JSONL).
 _QUOTED_NAME_SEPARATOR = re.compile(r"[ \t]*:[ \t]*")
-_NAME_QUOTES = ('"', "'", '\\"', "\\'")
+# Escaped once (\", JSON) or twice (\\\", JSON inside a JSON string: a tool input).
+_NAME_QUOTES = ('"', "'", '\\"', "\\'", '\\\\\\"')
 # A quoted value runs to its closing quote on the same line; never through a marker bracket.
 _QUOTED_VALUE = re.compile(
     r"\"(?P<dq>(?:[^\"\\\n⟦⟧]|\\[^\n⟦⟧])*+)\""
     r"|'(?P<sq>(?:[^'\\\n⟦⟧]|\\[^\n⟦⟧])*+)'"
     r"|\\\"(?P<edq>(?:[^\"\\\n⟦⟧]|\\[^\"\n⟦⟧])*+)\\\""
+    r"|(?P<bs>\\{2,})\"(?P<mdq>[^\"\\\n⟦⟧]*+)(?P=bs)\""
 )
 # A bare value runs to whitespace, a quote, `\` (an escaped newline in raw JSONL) or `&` (the
 # next query parameter). One that runs into a marker is no value (idempotence).
@@ -116,7 +118,7 @@ def _quoted_value(text: str, at: int) -> tuple[int, int] | None:
     quoted = _QUOTED_VALUE.match(text, at)
     if quoted is None:
         return None
-    return quoted.span(next(g for g in ("dq", "sq", "edq") if quoted.start(g) >= 0))
+    return quoted.span(next(g for g in ("dq", "sq", "edq", "mdq") if quoted.start(g) >= 0))
 
 
 def _is_bare_secret(text: str, start: int, end: int, *, spaced: bool) -> bool:
@@ -219,15 +221,19 @@ BUILTIN_FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "bearer",
+        # A quote around the name or the value may be escaped once or twice (`\"`, `\\\"`)
+        # in JSON-encoded text (a tool call's input, a JSONL line).
         (re.compile(
-            r"(?i)authorization[\"']?\s*[:=]\s*[\"']?bearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"
+            r"(?i)authorization(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?bearer\s+"
+            r"(?P<secret>[A-Za-z0-9._~+/=-]{8,})"
         ),),
         lambda text, lower: "bearer" in lower,
     ),
     Family(
         "url-token",
         (
-            re.compile(r"(?i)[?&;#](?:[a-z]+_)?token=(?P<secret>[^\s&#\"'<>⟦⟧]+)"),
+            # `\` ends the value: in JSON-encoded text it starts the escape after the token
+            re.compile(r"(?i)[?&;#](?:[a-z]+_)?token=(?P<secret>[^\s&#\"'<>⟦⟧\\]+)"),
             re.compile(r"://[^/\s:@⟦⟧]+:(?P<password>[^/\s@⟦⟧]+)@"),
         ),
         lambda text, lower: "token=" in lower or ("://" in text and "@" in text),
@@ -311,8 +317,21 @@ def _overlaps(span: tuple[int, int], protected: list[tuple[int, int]]) -> bool:
     return any(start < p_end and p_start < end for p_start, p_end in protected)
 
 
-def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
-    """Replace every credential in `text` by its marker; count matches per family."""
+# A JSON string escape right before a match (`\nAKIA…`, `\u0022sk-…`, `\tghp_…`): its last
+# character is a letter or digit, but no word runs into the match.
+_ESCAPE_BEFORE = re.compile(r"(?:\\[nrtbf/]|\\u[0-9a-fA-F]{4})\Z")
+# `\u0022`, `\u003a`, …: printable ASCII written as a JSON \u escape. Read through them, a
+# credential spelt with escaped quotes or separators is found like its plain form.
+_ASCII_ESCAPE = re.compile(r"\\u00([2-7][0-9a-fA-F])")
+
+
+def _escaped_before(text: str, begin: int) -> bool:
+    return text[begin - 1] in "nrtbf/0123456789abcdefABCDEF" and bool(
+        _ESCAPE_BEFORE.search(text, max(0, begin - 6), begin)
+    )
+
+
+def _candidates(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int, str]]:
     lower = text.lower()
     candidates: list[tuple[int, int, str]] = []
     for family in BUILTIN_FAMILIES:
@@ -324,7 +343,8 @@ def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
         for pattern in family.patterns:
             for match in pattern.finditer(text):
                 begin = match.start()
-                if begin and text[begin - 1] in family.not_after:
+                if (begin and text[begin - 1] in family.not_after
+                        and not _escaped_before(text, begin)):
                     continue
                 start, end = _secret_span(match)
                 if end > start:
@@ -334,6 +354,51 @@ def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
             start, end = _secret_span(match)
             if end > start:
                 candidates.append((start, end, CUSTOM))
+    return candidates
+
+
+def _unescaped_view(text: str) -> tuple[str, list[int], list[int]] | None:
+    """`text` with its printable-ASCII `\\u00XX` escapes decoded, and for each character of
+    that view where it starts and ends in `text`; None when there is no such escape."""
+    if "\\u00" not in text:
+        return None
+    pieces: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    cursor = 0
+    for match in _ASCII_ESCAPE.finditer(text):
+        plain = text[cursor : match.start()]
+        pieces.append(plain)
+        starts.extend(range(cursor, match.start()))
+        ends.extend(range(cursor + 1, match.start() + 1))
+        pieces.append(chr(int(match.group(1), 16)))
+        starts.append(match.start())
+        ends.append(match.end())
+        cursor = match.end()
+    if not pieces:
+        return None
+    pieces.append(text[cursor:])
+    starts.extend(range(cursor, len(text)))
+    ends.extend(range(cursor + 1, len(text) + 1))
+    return "".join(pieces), starts, ends
+
+
+def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
+    """Replace every credential in `text` by its marker; count matches per family.
+
+    Every family matches in JSON-escaped text as well as plain (§9): escaped quotes and
+    escapes right before a secret are read as such, and a credential spelt with `\\u00XX`
+    escapes is found through a decoded view, its marker hashing the decoded secret (so the
+    same secret gives the same marker however it was escaped)."""
+    candidates: list[tuple[int, int, str, str]] = [
+        (start, end, name, text[start:end])
+        for start, end, name in _candidates(text, extra_patterns)
+    ]
+    view = _unescaped_view(text)
+    if view is not None:
+        decoded, starts, ends = view
+        for start, end, name in _candidates(decoded, extra_patterns):
+            candidates.append((starts[start], ends[end - 1], name, decoded[start:end]))
     if not candidates:
         return Redaction(text=text, counts=())
     # A marker already in the text is never redacted again (idempotence).
@@ -343,11 +408,11 @@ def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
     pieces: list[str] = []
     counts: dict[str, int] = {}
     cursor = 0
-    for start, end, name in candidates:
+    for start, end, name, secret in candidates:
         if start < cursor or _overlaps((start, end), protected):
             continue
         pieces.append(text[cursor:start])
-        pieces.append(marker(text[start:end]))
+        pieces.append(marker(secret))
         counts[name] = counts.get(name, 0) + 1
         cursor = end
     if not counts:

@@ -264,6 +264,9 @@ def render_chapter(
             elif isinstance(event, PullRequestLink) and event.url:
                 pr_links.setdefault(point.redact(event.url), None)
     body = "\n\n".join(blocks) + "\n"
+    # §9, once more on the rendered body: pieces redacted one by one can join into a credential
+    # (a tool input rendered as JSON, a label beside its text). Idempotent: markers never match.
+    body = point.redact(body)
     body_sha = sha256_text(body)
     start = min(turn.start_seq for turn in turns)
     end = max(turn.end_seq for turn in turns)

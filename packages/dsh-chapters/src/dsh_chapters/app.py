@@ -10,6 +10,7 @@ every caller (CLI, hooks, MCP, viewer) gets the same wiring.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,11 @@ class Factories:
     # `chapters status`, in print order: filled once by the composition root, never appended
     # to at import time, so the order cannot depend on which module was imported first.
     status_sections: Callable[[], tuple[StatusContributor, ...]]
+    # Containment of bad input (one poisoned file never stops a machine): copy-in's
+    # frontmatter check, the store's unreadable documents, the readers' boundary limits.
+    document_check: Callable[[Config], Callable[[str, bytes], str]]
+    store_quarantine: Callable[[App], list[tuple[str, str]]]
+    reader_limits: Callable[[Config], AbstractContextManager[None]]
 
 
 @dataclass

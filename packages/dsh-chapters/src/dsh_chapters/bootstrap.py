@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -228,13 +229,35 @@ def enrichment_lock(app: App, relpath: str) -> DrainLock:
     return FileRunLock(app.store_root / relpath)
 
 
+# -- containment of bad input (one poisoned file never stops a machine) -----------------------
+def document_check(config: Config) -> Callable[[str, bytes], str]:
+    """Copy-in's frontmatter check: the fs store's own parser, with this machine's bound."""
+    from dsh_chapters_fs.chapterfile import frontmatter_problem
+
+    limit, depth = config.frontmatter_max_bytes, config.frontmatter_max_depth
+    return lambda path, data: frontmatter_problem(path, data, limit, depth)
+
+
+def store_quarantine(app: App) -> list[tuple[str, str]]:
+    """(store path, reason) of each chapter or rule that cannot be read (fs store only)."""
+    scan = getattr(app.store, "quarantined", None)  # an optional capability of a store
+    return list(scan()) if callable(scan) else []
+
+
+def reader_limits(config: Config) -> AbstractContextManager[None]:
+    """The readers' boundary limits (line size, JSON depth, id length) for one read."""
+    from dsh_chapters_harness import input_guard
+
+    return input_guard.limits(input_guard.GuardLimits.of(config))
+
+
 def status_sections() -> tuple[StatusContributor, ...]:
     """`chapters status`, in print order. Imported on use: the sections reach into the pool
     and enrichment services, which a search or an archive never needs."""
     from dsh_chapters.services import status
 
     return (status.store_section, status.lock_section, status.pool_section,
-            status.search_section, status.enrich_section)
+            status.quarantine_section, status.search_section, status.enrich_section)
 
 
 # The factories every App carries.
@@ -249,6 +272,9 @@ FACTORIES = Factories(
     model_key_name=model_key_name,
     model_base_url=model_base_url,
     status_sections=status_sections,
+    document_check=document_check,
+    store_quarantine=store_quarantine,
+    reader_limits=reader_limits,
 )
 
 __all__ = ["App", "bootstrap", "default_harness_id", "enrichment_lock", "find_workspace"]

@@ -27,6 +27,7 @@ class MirrorState:
     # Pool paths the pool lists but whose bytes have not fully arrived (a synced folder still
     # copying them): left out of the mirror, never read as corrupt, retried by the next pull.
     arriving: tuple[str, ...] = ()
+    unsafe_paths: tuple[str, ...] = ()  # pool entries never materialized (`..`, `.git`, …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ class PullResult:
     changed_paths: tuple[str, ...] = ()
     requests: int = 0  # network round trips, for request-count tests (0 where not counted)
     arriving: tuple[str, ...] = ()  # as in MirrorState: listed, not yet fully arrived
+    unsafe_paths: tuple[str, ...] | None = None  # as in MirrorState; None = unchanged by pull
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +113,25 @@ class ProviderFactory(Protocol):
     def matches(self, remote: str) -> bool: ...
 
     def create(self, context: ProviderContext) -> KnowledgeProvider: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HealthFinding:
+    """One thing `chapters doctor` found wrong with a provider's mirror or pool."""
+
+    code: str  # stable: "mirror-corrupt", "pool-lock-stale", …
+    path: str  # the file or directory concerned
+    detail: str  # what is wrong, with numbers
+    repair: str = ""  # what `--repair` would do ("" when nothing is automatic)
+
+
+@runtime_checkable
+class ProviderDoctor(Protocol):
+    """What a provider may add for `chapters doctor`: local checks only (no network), and the
+    repair of what it found (§5.2: a corrupt mirror is rebuilt, never patched)."""
+
+    def diagnose(self) -> tuple[HealthFinding, ...]: ...
+
+    def repair(self, finding: HealthFinding) -> str:
+        """Do `finding.repair`; return what was done, in words."""
+        ...

@@ -47,6 +47,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("hook", "agents", "Claude Code's hook entry point (payload on stdin)"),
     CommandEntry("install", "agents", "wire dsh-chapters into an agent"),
     CommandEntry("uninstall", "agents", "remove exactly what install added"),
+    CommandEntry("doctor", "doctor", "check the store, mirror, index and credentials"),
     CommandEntry("watch", "watch", "archive this project's sessions as they are written"),
     CommandEntry("serve", "serve", "browse, search and curate the archive in a local web page"),
 )

@@ -21,6 +21,7 @@ from dsh_chapters.commands.pool import run_list_pool
 from dsh_chapters.present import report_lines
 from dsh_chapters.services import finality, pool
 from dsh_chapters.services.archive import AUTO, archive_and_log, read_transcript, sync_point
+from dsh_chapters.services.transcripts import read_guarded
 from dsh_chapters.services.library import chapter_number, chapters, resolve_chapter
 
 _PROGRESS_WIDTH = 30
@@ -100,7 +101,7 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
         progress.show(done, Path(file).name)
         try:
             final = bool(getattr(args, "final", False)) or finality.is_finished(file, app.config)
-            reports.append(archive_and_log(app, reader.read(file), final=final))
+            reports.append(archive_and_log(app, read_guarded(app, reader, file), final=final))
         except InputError as exc:  # one unreadable session never stops the others
             failures.append((file, exc.message))
     progress.show(len(files), "done")

@@ -16,6 +16,7 @@ from dsh_chapters_core.ports.harness import HarnessReader
 
 from dsh_chapters.app import App
 from dsh_chapters.services import enrich, pool
+from dsh_chapters.services.transcripts import read_guarded
 
 AUTO = "auto"
 # Bytes a reader's `sniff` sees: a Codex header line can hold a whole AGENTS.md (tens of KB).
@@ -37,7 +38,8 @@ def choose_reader(app: App, path: Path, harness: str) -> HarnessReader:
                              hint="pick one of the installed readers, or `auto`")
         return reader
     if not path.is_file():
-        what = "a directory" if path.is_dir() else "missing"
+        what = ("a directory" if path.is_dir() else "not a regular file" if path.exists()
+                else "missing")
         raise InputError(f"{path} is {what}, not a session file",
                          hint="pass one session file; `chapters import` reads a directory")
     head = _head(path)
@@ -58,8 +60,8 @@ def choose_reader(app: App, path: Path, harness: str) -> HarnessReader:
 
 
 def read_transcript(app: App, path: Path, harness: str) -> Transcript:
-    reader = choose_reader(app, path, harness)
-    return reader.read(str(path))
+    """The transcript at `path`, or an InputError with numbers: never a traceback."""
+    return read_guarded(app, choose_reader(app, path, harness), str(path))
 
 
 def archive_and_log(app: App, transcript: Transcript, *, final: bool = False) -> ArchiveReport:

@@ -220,10 +220,15 @@ def run_sync(app: App, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
             harness_id=app.harness_id,
             mode=mode,
             derive=_derive_index(app),
+            check=_document_check(app),
         )
     finally:
         provider.close()
     return _scrub(report, app.credentials.read(app.identity.project_key))
+
+
+def _document_check(app: App) -> Callable[[str, bytes], str]:
+    return app.factories.document_check(app.config)
 
 
 def _derive_index(app: App) -> Callable[[], Mapping[str, bytes]] | None:

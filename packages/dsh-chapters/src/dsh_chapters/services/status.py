@@ -10,7 +10,7 @@ from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.search.service import read_search_status, status_line
 
 from dsh_chapters.app import App, StatusSection
-from dsh_chapters.services import enrich, pool
+from dsh_chapters.services import enrich, pool, quarantine
 from dsh_chapters.services.library import chapters
 
 
@@ -62,6 +62,12 @@ def pool_section(app: App) -> StatusSection:
         return StatusSection("pool", status.to_json(), pool.status_lines(app))
     except ChaptersError as exc:  # the pool never breaks the local status (§5.3)
         return StatusSection("pool", {"error": exc.message}, [f"pool: {exc.message}"])
+
+
+def quarantine_section(app: App) -> StatusSection:
+    """What every command skipped, and why: unreadable store files, refused pool files."""
+    data, lines = quarantine.status_section(app)
+    return StatusSection("quarantine", data, lines)
 
 
 def search_section(app: App) -> StatusSection:

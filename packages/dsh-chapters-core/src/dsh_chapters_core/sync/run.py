@@ -1,4 +1,4 @@
-"""The sync use case (§5): open → pull → copy-in → copy-out → commit → push, under the lock.
+"""The sync loop (§5): open → pull → copy-in → copy-out → commit → push, under the lock.
 
 The store is the truth and the mirror is transport (§3.1), so every repair is a rebuild of
 the mirror from the store (§5.2, r35): never a merge, never a force push. Any transport
@@ -8,171 +8,39 @@ and the report says so with the failure code and the numbers.
 
 from __future__ import annotations
 
-import enum
-import json
-import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.errors import ChaptersError, FailureCode, TransportError, UsageError
-from dsh_chapters_core.pool_layout import (
-    PROJECT_FILE,
-    SESSION_FILE,
-    Ownership,
-    PoolFileKind,
-    frontmatter_value,
-    is_session_id,
-    pool_prefixes,
-    project_manifest,
-    session_record,
-    to_pool,
-    to_store,
-)
+from dsh_chapters_core.pool_layout import PROJECT_FILE, project_manifest
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.store import FileTree, WriterLock
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderFactory
 from dsh_chapters_core.projectkey import ProjectIdentity, project_slug
+from dsh_chapters_core.sync.copy import (
+    CopyLimits,
+    DocumentCheck,
+    copy_in,
+    outgoing,
+    pending_paths,
+    store_ownership,
+)
+from dsh_chapters_core.sync.state import (
+    ProjectIdentityView,
+    SyncMode,
+    SyncReport,
+    SyncState,
+    _failure_detail,
+    read_quarantine,
+    read_sync_state,
+    write_quarantine,
+    write_sync_state,
+)
 
-STATE_PATH = "state/sync.json"  # relative to the store root; machine-local, never published
 DERIVED_POOL_PREFIXES = ("index/", "topics/")  # §10.2: the Layer-2 index sync derives, never merges
-
-
-class SyncMode(enum.StrEnum):
-    FULL = "full"  # pull → copy-in → copy-out → push (`chapters sync`, a fork-like archive)
-    PULL = "pull"  # before an archive point, or a session start
-    PUSH = "push"  # the (debounced) push after an archive
-
-
-class ProjectIdentityView(Protocol):
-    """What sync reads of the project's identity (§2.3)."""
-
-    @property
-    def project_key(self) -> str: ...
-
-    @property
-    def canonical(self) -> str: ...
-
-    @property
-    def derivation(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SyncReport:
-    """What one sync did, in numbers; `line()` is what `chapters status` prints."""
-
-    mode: str
-    at: str
-    harness_id: str
-    remote: str = ""
-    provider: str = ""
-    ok: bool = True
-    steps: tuple[str, ...] = ()
-    failure_code: str = ""  # a FailureCode value when local-only
-    failure_step: str = ""  # open | pull | rebuild | stage | commit | push
-    failure_detail: str = ""  # the provider's message (built from codes, never a token)
-    cloned: bool = False
-    created_pool: bool = False
-    moved_aside: str = ""
-    pulled: int = 0
-    copied_in_new: int = 0
-    copied_in_changed: int = 0
-    published_new: int = 0
-    published_changed: int = 0
-    already_mirrored: int = 0
-    refused: tuple[tuple[str, int], ...] = ()
-    commit: str = ""
-    pushed: bool = False
-    rebuilds: int = 0
-    pending: int = 0
-    head: str = ""
-    arriving: int = 0  # pool files listed but not yet fully arrived (a synced folder pool)
-
-    @property
-    def local_only(self) -> bool:
-        return not self.ok
-
-    def line(self) -> str:
-        """`cloned → published 12 new, 3 already mirrored → pushed`, or the local-only form."""
-        if self.ok:
-            return " → ".join(self.steps) if self.steps else "nothing to do"
-        detail = f" ({self.failure_detail})" if self.failure_detail else ""
-        cause = f"{self.failure_step}: {self.failure_code}{detail}"
-        return f"local-only — {cause} · {self.pending} pending"
-
-    def to_json(self) -> dict[str, Any]:
-        """camelCase keys, like every `--json` answer of the CLI, plus the rendered `line`."""
-        data = {_camel(k): v for k, v in asdict(self).items()}
-        data["steps"] = list(self.steps)
-        data["refused"] = [list(r) for r in self.refused]
-        data["line"] = self.line()
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SyncReport:
-        known = {_camel(f.name): f.name for f in fields(cls)}
-        kwargs = {known[k]: v for k, v in data.items() if k in known}
-        kwargs["steps"] = tuple(str(s) for s in data.get("steps", ()))
-        kwargs["refused"] = tuple((str(p), int(n)) for p, n in data.get("refused", ()))
-        return cls(**kwargs)
-
-
-def _failure_detail(exc: TransportError) -> str:
-    """The provider's detail for the status line: `push: network (connection refused)` gives
-    `connection refused`, so the line does not say the step and code twice. Display only:
-    nothing branches on it (the code does that)."""
-    first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
-    match = re.match(rf"^(?:[\w-]+: )?{re.escape(str(exc.code))}\s*\((.*)\)$", first)
-    return match.group(1) if match else first
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-@dataclass(frozen=True, slots=True)
-class SyncState:
-    """`.dsh-chapters/state/sync.json`: the last report, the push schedule, unpushed files."""
-
-    report: SyncReport | None = None
-    last_push_at: str = ""  # ISO time of the last successful push step
-    push_due_at: str = ""  # a deferred (debounced) push waits until then
-    unpushed: tuple[str, ...] = ()  # pool paths committed in the mirror but not yet pushed
-
-    def to_bytes(self) -> bytes:
-        data = {
-            "report": self.report.to_json() if self.report else None,
-            "lastPushAt": self.last_push_at,
-            "pushDueAt": self.push_due_at,
-            "unpushed": sorted(self.unpushed),
-        }
-        return (json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2) + "\n").encode(
-            "utf-8"
-        )
-
-
-def read_sync_state(store_tree: FileTree) -> SyncState:
-    """The persisted state; an absent or unreadable file is a fresh state (it is derived)."""
-    if not store_tree.exists(STATE_PATH):
-        return SyncState()
-    try:
-        data = json.loads(store_tree.read(STATE_PATH).decode("utf-8"))
-        raw = data.get("report")
-        return SyncState(
-            report=SyncReport.from_json(raw) if isinstance(raw, dict) else None,
-            last_push_at=str(data.get("lastPushAt", "")),
-            push_due_at=str(data.get("pushDueAt", "")),
-            unpushed=tuple(str(p) for p in data.get("unpushed", ())),
-        )
-    except (ValueError, TypeError, AttributeError):
-        return SyncState()
-
-
-def write_sync_state(store_tree: FileTree, state: SyncState) -> None:
-    store_tree.write(STATE_PATH, state.to_bytes())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,174 +89,6 @@ def select_provider(
     return matching[0]
 
 
-# ---------------------------------------------------------------------------------------------
-# Copy-in and copy-out (§3.1).
-
-
-def store_ownership(store_tree: FileTree, harness_id: str) -> Ownership:
-    """Who owns each session in the store, from its `session.json` (§3.3)."""
-    owners: list[tuple[str, str]] = []
-    for path in store_tree.list():
-        parts = path.split("/")
-        if len(parts) == 2 and parts[1] == SESSION_FILE and is_session_id(parts[0]):
-            try:
-                meta = json.loads(store_tree.read(path).decode("utf-8"))
-                owner = str(meta.get("harnessId", "")) if isinstance(meta, dict) else ""
-            except ValueError:
-                continue  # unreadable: treat as written here, like a session without one
-            owners.append((parts[0], owner))
-    return Ownership(harness_id=harness_id, session_owners=tuple(sorted(owners)))
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """What copy-out would publish now, and how much is already in the mirror."""
-
-    files: tuple[str, ...]  # store paths, sorted
-    pool_paths: tuple[str, ...]
-    new: int
-    changed: int
-    unchanged: int
-
-
-def outgoing(
-    store_tree: FileTree, mirror_tree: FileTree, project_key: str, ownership: Ownership
-) -> Outgoing:
-    """Our store files that the mirror lacks or holds with other bytes (chapters are
-    append-only; the only changed chapter bytes are the enrichment frontmatter write)."""
-    files: list[str] = []
-    pool_paths: list[str] = []
-    new = changed = unchanged = 0
-    for store_path in sorted(store_tree.list()):
-        entry = to_pool(store_path, project_key)
-        if entry is None or not ownership.is_ours(entry):
-            continue
-        if mirror_tree.exists(entry.pool_path):
-            if entry.kind is PoolFileKind.ARTIFACT or (
-                mirror_tree.digest(entry.pool_path) == store_tree.digest(store_path)
-            ):
-                unchanged += 1
-                continue
-            changed += 1
-        else:
-            new += 1
-        files.append(store_path)
-        pool_paths.append(entry.pool_path)
-    return Outgoing(tuple(files), tuple(pool_paths), new, changed, unchanged)
-
-
-def pending_paths(
-    store_tree: FileTree,
-    mirror_tree: FileTree,
-    project_key: str,
-    harness_id: str,
-    unpushed: tuple[str, ...] = (),
-) -> tuple[str, ...]:
-    """Pool paths of store files not yet in the pool: unmirrored, or mirrored but unpushed."""
-    out = outgoing(store_tree, mirror_tree, project_key, store_ownership(store_tree, harness_id))
-    return tuple(sorted(set(out.pool_paths) | set(unpushed)))
-
-
-def _first_chapter(mirror_tree: FileTree, project_key: str, session_id: str) -> bytes | None:
-    names = sorted(mirror_tree.list(f"chapters/{project_key}/{session_id}/"))
-    return mirror_tree.read(names[0]) if names else None
-
-
-def _name_writers(
-    store_tree: FileTree,
-    mirror_tree: FileTree,
-    project_key: str,
-    owners: dict[str, str],
-    session_ids: set[str],
-) -> None:
-    """Write `session.json` for sessions first seen in the pool (or whose writer was unknown),
-    naming the writer from their chapters' frontmatter, so we never publish them as ours."""
-    for sid in sorted(session_ids):
-        if owners.get(sid):
-            continue  # a known writer, ours or theirs
-        if sid not in owners and any(True for _ in store_tree.list(f"{sid}/")):
-            continue  # archived here before any session.json: ours
-        first = _first_chapter(mirror_tree, project_key, sid)
-        writer = frontmatter_value(first, "harnessId") if first is not None else ""
-        if sid in owners and not writer:
-            continue  # still unknown; nothing better to record
-        harness = frontmatter_value(first, "harness") if first is not None else ""
-        store_tree.write(
-            f"{sid}/{SESSION_FILE}",
-            session_record(
-                session_id=sid, harness_id=writer, harness=harness, project_key=project_key
-            ),
-        )
-        owners[sid] = writer
-
-
-def copy_in(
-    store_tree: FileTree, mirror_tree: FileTree, project_key: str, harness_id: str
-) -> tuple[int, int]:
-    """Bring other machines' files into the store: new files, and changed foreign files (their
-    edits grow, their chapters get enriched). Our own files are never overwritten from the pool.
-    Returns (new, changed)."""
-    entries = []
-    for prefix in pool_prefixes(project_key):
-        for pool_path in sorted(mirror_tree.list(prefix)):
-            entry = to_store(pool_path, project_key)
-            if entry is not None:
-                entries.append(entry)
-    owners = dict(store_ownership(store_tree, harness_id).session_owners)
-    _name_writers(
-        store_tree,
-        mirror_tree,
-        project_key,
-        owners,
-        {e.session_id for e in entries if e.session_id},
-    )
-    ownership = Ownership(harness_id, tuple(sorted(owners.items())))
-    new = changed = 0
-    for entry in entries:
-        if not store_tree.exists(entry.store_path):
-            new += 1
-        elif (
-            entry.kind is not PoolFileKind.ARTIFACT
-            and not ownership.is_ours(entry)
-            and store_tree.digest(entry.store_path) != mirror_tree.digest(entry.pool_path)
-        ):
-            changed += 1
-        else:
-            continue
-        store_tree.write(entry.store_path, mirror_tree.read(entry.pool_path))
-    return new, changed
-
-
-@dataclass(frozen=True, slots=True)
-class PoolChapter:
-    """A chapter in the mirror, as `chapters list --pool` shows it."""
-
-    path: str  # pool-relative
-    session_id: str
-    harness_id: str
-    title: str
-    date: str
-
-
-def pool_chapters(mirror_tree: FileTree, project_key: str) -> tuple[PoolChapter, ...]:
-    """Every chapter of this project in the mirror, across machines, sorted by path."""
-    out: list[PoolChapter] = []
-    for path in sorted(mirror_tree.list(f"chapters/{project_key}/")):
-        entry = to_store(path, project_key)
-        if entry is None or entry.kind is not PoolFileKind.CHAPTER:
-            continue
-        text = mirror_tree.read(path)
-        out.append(
-            PoolChapter(
-                path=path,
-                session_id=entry.session_id,
-                harness_id=frontmatter_value(text, "harnessId"),
-                title=frontmatter_value(text, "title"),
-                date=frontmatter_value(text, "date"),
-            )
-        )
-    return tuple(out)
-
 
 # ---------------------------------------------------------------------------------------------
 # The loop.
@@ -413,6 +113,7 @@ class _Run:
     step: str = "open"
     pushed_ok: bool = False
     derive: Callable[[], Mapping[str, bytes]] | None = None
+    check: DocumentCheck | None = None
 
     @property
     def key(self) -> str:
@@ -426,6 +127,7 @@ class _Run:
             created_pool=state.created_pool,
             moved_aside=state.moved_aside,
             head=state.head,
+            unsafe_paths=state.unsafe_paths,
         )
         if state.moved_aside:
             self.steps.append("moved a stale mirror aside")
@@ -453,6 +155,8 @@ class _Run:
             return
         self.counts["pulled"] = len(result.changed_paths)
         self.counts["head"] = result.head_after
+        if result.unsafe_paths is not None:
+            self.counts["unsafe_paths"] = result.unsafe_paths
         self.steps.append(
             f"pulled {len(result.changed_paths)} changed" if result.changed_paths else "up to date"
         )
@@ -470,17 +174,35 @@ class _Run:
         state = self.provider.rebuild()
         self.counts["rebuilds"] = self.counts.get("rebuilds", 0) + 1
         self.counts["head"] = state.head
+        self.counts["unsafe_paths"] = state.unsafe_paths
         self.committed_paths.clear()  # the rebuild dropped unpushed commits; the store re-publishes
         self.steps.append("rebuilt")
         self._note_arriving(state.arriving)
 
     def _copy_in(self) -> None:
         self.step = "copy-in"
-        new, changed = copy_in(self.store_tree, self.mirror_tree, self.key, self.harness_id)
+        result = copy_in(
+            self.store_tree, self.mirror_tree, self.key, self.harness_id,
+            check=self.check, limits=CopyLimits.of(self.config),
+            commit=str(self.counts.get("head", "")),
+            unsafe=tuple(self.counts.get("unsafe_paths", ())),
+        )
+        new, changed = result.new, result.changed
+        # A file stays quarantined under the pool head that first brought it (the commit a
+        # person looks for), not under whichever head a later sync saw.
+        first_seen = {r.get("path", ""): r.get("commit", "") for r in read_quarantine(
+            self.store_tree)}
+        rows = [q.to_json() for q in result.quarantined]
+        for row in rows:
+            row["commit"] = first_seen.get(row["path"]) or row["commit"]
+        write_quarantine(self.store_tree, rows)
+        self.counts["quarantined"] = len(result.quarantined)
         self.counts["copied_in_new"] = self.counts.get("copied_in_new", 0) + new
         self.counts["copied_in_changed"] = self.counts.get("copied_in_changed", 0) + changed
         if new or changed:
             self.steps.append(f"copied in {new} new" + (f", {changed} changed" if changed else ""))
+        if result.quarantined:
+            self.steps.append(f"quarantined {len(result.quarantined)} pool file(s)")
 
     def _stage(self) -> bool:
         """Copy-out: stage our new and changed files (and `project.yml` once). True if any."""
@@ -613,6 +335,7 @@ class _Run:
             pending=len(pending),
             head=str(c.get("head", "")),
             arriving=int(c.get("arriving", 0)),
+            quarantined=int(c.get("quarantined", 0)),
         )
         now = report.at
         state = SyncState(
@@ -636,6 +359,7 @@ def sync(
     harness_id: str,
     mode: str | SyncMode = SyncMode.FULL,
     derive: Callable[[], Mapping[str, bytes]] | None = None,
+    check: DocumentCheck | None = None,
 ) -> SyncReport:
     """One sync under the writer lock (§5.2), shared with the archive so a pull never lands
     mid-write and a push never ships a half-written store. Transport failures never raise:
@@ -643,7 +367,8 @@ def sync(
 
     `derive` returns the derived index (pool paths under `index/` and `topics/`, anything else
     is dropped); it is called after copy-in and our staging, again after every rebuild, and its
-    bytes land in the same commit (§10.2)."""
+    bytes land in the same commit (§10.2). `check` names why a chapter or rule cannot be read
+    (the edge's frontmatter parser): copy-in quarantines such a pool file instead of copying."""
     run_mode = SyncMode(mode)
     with lock.hold(config.sync_timeout_ms / 1000):
         run = _Run(
@@ -657,6 +382,7 @@ def sync(
             mode=run_mode,
             prior=read_sync_state(store_tree),
             derive=derive,
+            check=check,
         )
         failure: TransportError | None = None
         try:
@@ -740,22 +466,3 @@ def push_after_archive(
     return decision
 
 
-STATUS_LABEL_WIDTH = 11  # `chapters status` aligns its values after an 11-column label
-
-
-def iter_pool_lines(report: SyncReport | None, pending: int, state: SyncState) -> Iterator[str]:
-    """The sync lines of `chapters status` (no I/O)."""
-    label, more = "sync".ljust(STATUS_LABEL_WIDTH), " " * STATUS_LABEL_WIDTH
-    if report is None:
-        yield f"{label}never synced · {pending} pending"
-    elif report.ok:
-        yield f"{label}{report.at} {report.line()} · {pending} pending"
-    else:
-        yield f"{label}{report.at} {report.line()}"
-        if pending != report.pending:
-            yield f"{more}now {pending} pending"
-    if state.push_due_at:
-        yield (
-            f"{more}push deferred until {state.push_due_at} (syncDebounceMs); "
-            "`chapters sync` delivers it now"
-        )

@@ -1,0 +1,196 @@
+"""The readers' boundary: bad input is an `InputError` with numbers, never an exception from
+deeper down (§1 invariant 1: the archive path must not fall over on what a harness wrote).
+
+- `open_regular`: a session file is a regular file; a FIFO, a device (`/dev/zero`), a socket
+  or a directory is refused before one byte is read (a FIFO cannot block the open).
+- `GuardLimits`/`limits`: the per-line size cap (`readerLineMaxBytes`) and the JSON nesting
+  limit (`readerJsonMaxDepth`), set once by the application for the read it starts.
+- `line_too_long`: the error a reader raises at the cap, with the line number and the numbers.
+- `safe_loads`, `sane_record`: a decoded record within the depth limit, lone surrogates
+  (`\\ud800`)
+  replaced by U+FFFD (they cannot be written as UTF-8) and counted.
+- `check_session_id`: an id becomes a directory name, so it is a plain name of bounded length.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import fcntl
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from dsh_chapters_core.config import DEFAULTS, Config
+from dsh_chapters_core.errors import InputError
+from dsh_chapters_core.pool_layout import is_session_id
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class GuardLimits:
+    line_max_bytes: int = DEFAULTS.reader_line_max_bytes
+    json_max_depth: int = DEFAULTS.reader_json_max_depth
+    session_id_max_chars: int = DEFAULTS.session_id_max_chars
+
+    @classmethod
+    def of(cls, config: Config) -> GuardLimits:
+        return cls(config.reader_line_max_bytes, config.reader_json_max_depth,
+                   config.session_id_max_chars)
+
+
+_DEFAULT_LIMITS = GuardLimits()
+_LIMITS: contextvars.ContextVar[GuardLimits | None] = contextvars.ContextVar(
+    "dsh_chapters_reader_limits", default=None
+)
+
+
+def current() -> GuardLimits:
+    return _LIMITS.get() or _DEFAULT_LIMITS
+
+
+@contextlib.contextmanager
+def limits(value: GuardLimits) -> Iterator[None]:
+    """The limits every reader applies for the reads inside this block."""
+    token = _LIMITS.set(value)
+    try:
+        yield
+    finally:
+        _LIMITS.reset(token)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def open_regular(path: str, label: str) -> BinaryIO:
+    """A binary stream on a regular file, or InputError naming what the path is instead."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a {label} session file",
+                         hint="pass one session file, or use `chapters import` for a "
+                              "directory") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}",
+                         hint="check that the path exists and is readable") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise InputError(f"{path} is {_kind(mode)}, not a {label} session file",
+                         hint="pass a session file (.jsonl) the harness wrote")
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+    return os.fdopen(fd, "rb")
+
+
+def line_too_long(path: str, line_number: int, size: int, cap: int) -> InputError:
+    return InputError(
+        f"{path}: line {line_number} is over readerLineMaxBytes = {cap} bytes (read {size} "
+        "bytes of it without a newline); the read stopped there",
+        hint="if this is a real session line, raise readerLineMaxBytes in .dsh-chapters/"
+             "config.toml; otherwise pass the session file, not this one",
+    )
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, dict | list))
+    return False
+
+
+def _scrub(value: Any) -> tuple[Any, int]:
+    """The value with lone surrogates in its strings (and keys) replaced; how many."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.subn("\ufffd", value)
+    if isinstance(value, list):
+        total = 0
+        out = []
+        for item in value:
+            clean, n = _scrub(item)
+            out.append(clean)
+            total += n
+        return out, total
+    if isinstance(value, dict):
+        total = 0
+        mapped = {}
+        for key, item in value.items():
+            clean_key, n = _scrub(key)
+            clean, m = _scrub(item)
+            mapped[clean_key] = clean
+            total += n + m
+        return mapped, total
+    return value, 0
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
+
+
+def sane_record(record: dict[str, Any], text: str, limits: GuardLimits | None = None
+                ) -> tuple[dict[str, Any] | None, int]:
+    """(the record, lone surrogates replaced) or (None, 0) when it nests past the limit.
+    `text` is the line it was decoded from: cheap scans of it skip the walks when they
+    cannot find anything (few brackets, no surrogate escape)."""
+    bound = (limits or current()).json_max_depth
+    if text.count("[") + text.count("{") > bound and _too_deep(record, bound):
+        return None, 0
+    if not _SURROGATE_ESCAPE.search(text):
+        return record, 0
+    clean, replaced = _scrub(record)
+    return clean, replaced
+
+
+def safe_loads(text: str) -> Any:
+    """`json.loads`, with nesting past the interpreter's stack as a ValueError (malformed)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested deeper than the parser's stack") from None
+
+
+def check_session_id(session_id: str, path: str, limits: GuardLimits | None = None) -> None:
+    """A session id names a store directory: a plain name within `sessionIdMaxChars`."""
+    bound = (limits or current()).session_id_max_chars
+    if len(session_id) > bound:
+        raise InputError(
+            f"{path}: session id of {len(session_id)} characters, over sessionIdMaxChars = "
+            f"{bound}", hint="this is not a session file a harness wrote; check the path")
+    if not is_session_id(session_id) or _LONE_SURROGATE.search(session_id):
+        raise InputError(
+            f"{path}: session id {session_id[:40]!r} cannot name a directory (a reserved "
+            "name, '/', '..' or control characters)",
+            hint="this is not a session file a harness wrote; check the path")
+
+
+class LineTooLong(Exception):
+    """A line past `readerLineMaxBytes`: the reader turns it into `line_too_long`."""
+
+    def __init__(self, line_number: int, size: int, cap: int) -> None:
+        super().__init__(line_number, size, cap)
+        self.line_number, self.size, self.cap = line_number, size, cap

@@ -1,0 +1,205 @@
+"""`chapters doctor`: check the store, the mirror, the index and the credentials; say what was
+found and what `--repair` would do, and do it only when asked.
+
+Repairs never lose stored content: a symlink standing in for a chapter is removed (it is not
+ours; its target is left alone), a corrupt mirror is moved aside and rebuilt from the pool
+(§5.2: the mirror is transport), an index that does not read is rebuilt from the chapters
+(§10.2: it is derived), a stale pool lock is cleared only when no process holds it, and
+credential files go back to 0600. A chapter whose frontmatter does not read is listed, never
+rewritten (§1 invariant 3): a person fixes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from dsh_chapters_core.errors import ChaptersError
+from dsh_chapters_core.ports.transport import HealthFinding, ProviderDoctor
+from dsh_chapters_core.search.index import MANIFEST_PATH
+
+from dsh_chapters.app import App
+from dsh_chapters.services import pool as knowledge_pool
+from dsh_chapters.services.quarantine import quarantined
+
+CREDENTIAL_FILE_MODE = 0o600  # §11.1, as the fs credential store writes them
+CREDENTIAL_DIR_MODE = 0o700
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    area: str  # store | pool | lock | mirror | index | credentials
+    code: str  # stable, for scripts: "bad-frontmatter", "symlink", "mirror-corrupt", …
+    path: str
+    detail: str
+    repair: str = ""  # what --repair does ("" when a person has to)
+    repaired: str = ""  # what --repair did
+
+    def to_json(self) -> dict[str, str]:
+        return {"area": self.area, "code": self.code, "path": self.path, "detail": self.detail,
+                "repair": self.repair, "repaired": self.repaired}
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    findings: tuple[Finding, ...]
+    repaired: bool
+
+    @property
+    def healthy(self) -> bool:
+        """True when nothing is left to fix (every finding repaired, or none)."""
+        return all(f.repaired for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"healthy": self.healthy, "repair": self.repaired,
+                "findings": [f.to_json() for f in self.findings]}
+
+
+# -- the checks ---------------------------------------------------------------------------
+def _store_findings(app: App) -> list[Finding]:
+    found: list[Finding] = []
+    for row in quarantined(app):
+        if row.where == "pool":
+            found.append(Finding("pool", f"quarantined-{row.code or 'file'}", row.path,
+                                 row.reason + (f" (pool at {row.commit[:12]})" if row.commit
+                                               else "")))
+        elif row.reason in ("is a symlink", "is not a regular file"):
+            found.append(Finding("store", "symlink" if "symlink" in row.reason else "not-a-file",
+                                 row.path, row.reason, "remove it (its target is left alone)"))
+        else:
+            found.append(Finding("store", "bad-frontmatter", row.path, row.reason))
+    root = Path(app.store_root)
+    if root.is_dir():
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    found.append(Finding("store", "symlink", entry.name, "is a symlink in the "
+                                         "store's top level", "remove it (its target is left "
+                                         "alone)"))
+    return found
+
+
+def _lock_findings(app: App) -> list[Finding]:
+    state = app.lock.state()
+    if state.stale:
+        return [Finding("lock", "writer-lock-stale", state.path,
+                        f"pid {state.pid} died holding it {state.age_seconds:.0f} s ago",
+                        "nothing: the next archive or sync takes it over")]
+    return []
+
+
+def _provider(app: App) -> Any:
+    if not knowledge_pool.is_linked(app):
+        return None
+    try:
+        return knowledge_pool.open_provider(app)
+    except ChaptersError:
+        return None
+
+
+def _mirror_findings(provider: Any) -> list[tuple[Finding, HealthFinding]]:
+    if not isinstance(provider, ProviderDoctor):
+        return []
+    out = []
+    for health in provider.diagnose():
+        area = "pool" if health.code.startswith("pool-") else "mirror"
+        out.append((Finding(area, health.code, health.path, health.detail, health.repair),
+                    health))
+    return out
+
+
+def _index_findings(app: App) -> list[Finding]:
+    manifest = Path(app.store_root) / MANIFEST_PATH
+    if not manifest.exists():
+        return []
+    try:
+        data = json.loads(manifest.read_bytes().decode("utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+    except (OSError, ValueError) as exc:
+        return [Finding("index", "index-unreadable", MANIFEST_PATH,
+                        f"the index manifest does not read ({type(exc).__name__})",
+                        "rebuild the index from the chapters (`chapters index --rebuild`)")]
+    return []
+
+
+def _credential_findings(app: App) -> list[Finding]:
+    root = Path(app.dsh_home) / "dsh-chapters" / "credentials"
+    found: list[Finding] = []
+    if not root.is_dir():
+        return found
+    mode = stat.S_IMODE(root.stat().st_mode)
+    if mode & 0o077:
+        found.append(Finding("credentials", "credentials-mode", str(root),
+                             f"directory mode {mode:04o}, not {CREDENTIAL_DIR_MODE:04o}",
+                             f"chmod {CREDENTIAL_DIR_MODE:04o}"))
+    for entry in sorted(root.iterdir()):
+        if entry.is_symlink() or not entry.is_file():
+            found.append(Finding("credentials", "credential-not-a-file", str(entry),
+                                 "is a symlink or not a regular file"))
+            continue
+        mode = stat.S_IMODE(entry.stat().st_mode)
+        if mode & 0o077:
+            found.append(Finding("credentials", "credentials-mode", str(entry),
+                                 f"file mode {mode:04o}, not {CREDENTIAL_FILE_MODE:04o}",
+                                 f"chmod {CREDENTIAL_FILE_MODE:04o}"))
+    return found
+
+
+# -- the repairs --------------------------------------------------------------------------
+def _repair(app: App, finding: Finding, provider: Any, health: HealthFinding | None) -> str:
+    if finding.code in ("symlink", "not-a-file") and finding.area == "store":
+        target = Path(app.store_root) / finding.path
+        if target.is_symlink() or (target.exists() and not target.is_dir()
+                                   and not target.is_file()):
+            target.unlink()
+            return f"removed {finding.path}"
+        return ""
+    if finding.code == "credentials-mode":
+        is_dir = Path(finding.path).is_dir()
+        os.chmod(finding.path, CREDENTIAL_DIR_MODE if is_dir else CREDENTIAL_FILE_MODE)
+        return f"chmod {CREDENTIAL_DIR_MODE if is_dir else CREDENTIAL_FILE_MODE:04o}"
+    if finding.code == "index-unreadable":
+        service = app.open_search()
+        try:
+            with app.lock.hold(app.config.sync_timeout_ms / 1000):
+                for door in service.doors:
+                    service.refresh(door, rebuild=True)
+        finally:
+            service.close()
+        return "rebuilt the index from the chapters"
+    if health is not None and isinstance(provider, ProviderDoctor) and finding.repair:
+        with app.lock.hold(app.config.sync_timeout_ms / 1000):
+            return provider.repair(health)
+    return ""
+
+
+def run_doctor(app: App, *, repair: bool) -> DoctorReport:
+    """Every check; with `repair`, every repair that needs no person, under the writer lock
+    where it writes the store or the mirror."""
+    provider = _provider(app)
+    try:
+        pairs: list[tuple[Finding, HealthFinding | None]] = [
+            (f, None) for f in _store_findings(app) + _lock_findings(app)
+        ]
+        pairs += _mirror_findings(provider)
+        pairs += [(f, None) for f in _index_findings(app) + _credential_findings(app)]
+        findings: list[Finding] = []
+        for finding, health in pairs:
+            if repair and finding.repair:
+                try:
+                    done = _repair(app, finding, provider, health)
+                except ChaptersError as exc:
+                    done = ""
+                    finding = replace(finding, detail=f"{finding.detail}; repair failed: "
+                                                      f"{exc.message}")
+                finding = replace(finding, repaired=done)
+            findings.append(finding)
+    finally:
+        if provider is not None:
+            provider.close()
+    return DoctorReport(tuple(findings), repair)
