@@ -16,14 +16,13 @@ from dsh_chapters_harness.claude_code import ClaudeCodeReader
 from dsh_chapters_harness.codex import CodexReader
 from dsh_chapters_harness.dsh import DshReader
 
-from tests.fixtures import FIXTURES
+from tests.fixtures import DSH_LOG, FIXTURES
 from tests.fixtures.conversation_script import TURNS
 from tests.fixtures.make_fixtures import (
     CLAUDE_PROJECT_DIR,
     CLAUDE_SESSION_ID,
     CODEX_FILE,
     CODEX_TURNS,
-    DSH_SESSION_ID,
     DSH_TURNS,
 )
 
@@ -38,7 +37,7 @@ def _sample(relative: str, turns: int, prompts: tuple[str, ...]) -> HarnessSampl
 
 
 READERS: dict[str, tuple[type[HarnessReader], HarnessSample]] = {
-    "dsh": (DshReader, _sample(f"dsh/{DSH_SESSION_ID}.jsonl", len(DSH_TURNS),
+    "dsh": (DshReader, _sample(DSH_LOG.relative_to(FIXTURES).as_posix(), len(DSH_TURNS),
                                tuple(t.prompt for t in DSH_TURNS[:5]))),
     "claude-code": (ClaudeCodeReader, _sample(
         f"claude-code/{CLAUDE_PROJECT_DIR}/{CLAUDE_SESSION_ID}.jsonl", len(TURNS),
