@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from dsh_chapters.bootstrap import bootstrap, open_model_door
-from dsh_chapters.services.pool import choose_factory, normalize_remote
 from dsh_chapters.plugins import load_provider_factories, missing_provider_error
+from dsh_chapters.services.pool import choose_factory, normalize_remote
 from dsh_chapters_core.enrich.queue import ModelRoute
 from dsh_chapters_core.errors import ChaptersError, UsageError
 

@@ -44,7 +44,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs
             raise FrontmatterProblem(
                 f"alias *{event.anchor} at line {event.start_mark.line + 2}: frontmatter "
                 "aliases are refused"

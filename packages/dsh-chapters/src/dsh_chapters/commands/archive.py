@@ -21,8 +21,8 @@ from dsh_chapters.commands.pool import run_list_pool
 from dsh_chapters.present import report_lines
 from dsh_chapters.services import finality, pool
 from dsh_chapters.services.archive import AUTO, archive_and_log, read_transcript, sync_point
-from dsh_chapters.services.transcripts import read_guarded
 from dsh_chapters.services.library import chapter_number, chapters, resolve_chapter
+from dsh_chapters.services.transcripts import read_guarded
 
 _PROGRESS_WIDTH = 30
 FINAL_HELP = ("the session is over: archive its unfinished last turn too, marked "

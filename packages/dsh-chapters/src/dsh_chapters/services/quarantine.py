@@ -31,7 +31,8 @@ class QuarantineRow:
 
 
 def quarantined(app: App) -> list[QuarantineRow]:
-    rows = [QuarantineRow("store", path, reason) for path, reason in app.factories.store_quarantine(app)]
+    rows = [QuarantineRow("store", path, reason)
+            for path, reason in app.factories.store_quarantine(app)]
     rows += [QuarantineRow("pool", r.get("path", ""), r.get("reason", ""), r.get("code", ""),
                            r.get("commit", "")) for r in read_quarantine(app.store_tree)]
     return rows
