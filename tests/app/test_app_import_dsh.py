@@ -10,7 +10,7 @@ import zstandard
 from dsh_chapters_harness.dsh_discovery import project_key
 
 from tests.app.archive_workspace import Runner, make_workspace, runner, snapshot
-from tests.fixtures import DSH_SESSIONS, PROJECT_CWD
+from tests.fixtures import DSH_LOG, DSH_SESSIONS, PROJECT_CWD
 from tests.fixtures.dsh_sessions import FORK_CHILD_ID, FORK_PARENT_ID, SUBAGENT_ID
 
 
@@ -80,3 +80,21 @@ def test_import_dsh_with_no_session_of_this_workspace_says_where_it_looked(
     result = chapters("import", "dsh")
     assert result.code != 0
     assert "no dsh session" in result.err and "0 files" in result.err
+
+
+def test_archive_auto_detects_a_zstd_log_still_being_written_and_says_where_it_stopped(
+    ws: Path, chapters: Runner,
+) -> None:
+    lines = DSH_LOG.read_text(encoding="utf-8").splitlines()
+    cctx = zstandard.ZstdCompressor(write_checksum=True)
+    frames = [cctx.compress((lines[0] + "\n").encode())]
+    frames += [cctx.compress("".join(f"{line}\n" for line in lines[i:i + 50]).encode())
+               for i in range(1, len(lines), 50)]
+    whole = b"".join(frames)
+    live = ws.parent / "session.jsonl.zstd"
+    live.write_bytes(whole[: len(whole) - len(frames[-1]) // 2])  # the last frame half written
+    result = chapters("archive", str(live))
+    assert result.code == 0, result.err
+    assert f"archived {live} (dsh, session {DSH_LOG.parent.name})" in result.out
+    assert "the last line is incomplete" in result.out and "read stopped after line" in result.out
+    assert "0 unknown" in result.out

@@ -382,3 +382,20 @@ def test_a_turn_that_did_not_complete_says_why_in_its_turn_end() -> None:
     t = READER.read(str(small("interrupted")))
     assert [e.reason for e in t.events if isinstance(e, TurnEnd)] == [
         "interrupted", "aborted", ""]
+
+
+def test_the_earlier_flat_message_shape_still_reads(tmp_path: Path) -> None:
+    """DSH's web snapshots keep an earlier shape: blocks straight in `data`, no `message`."""
+    t = READER.read(write(tmp_path, [
+        header(), ev("turn/start", 0, turn=1), prompt(1, "run it"),
+        ev("assistant/message", 2, turn=1, step=1, content=[
+            {"type": "reasoning", "text": "Run the command."},
+            {"type": "tool-call", "id": "c1", "name": "bash", "arguments": "{}"}]),
+        ev("tool/call", 3, turn=1, step=1, callId="c1", name="bash", arguments="{}"),
+        ev("tool/result", 4, turn=1, step=1, callId="c1",
+           content=[{"type": "text", "text": "ok\n"}], isError=False),
+        ev("turn/end", 5, turn=1, reason={"kind": "completed"}),
+    ]))
+    assert t.account.malformed == 0
+    assert [e.text for e in of_type(t, Reasoning)] == ["Run the command."]
+    assert [(r.call_id, r.text) for r in of_type(t, ToolResult)] == [("c1", "ok\n")]

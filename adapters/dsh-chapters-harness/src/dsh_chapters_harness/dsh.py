@@ -308,7 +308,8 @@ class _DshRead:
 
     def _assistant(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
         message = data.get("message")
-        blocks = message.get("content") if isinstance(message, dict) else None
+        # An earlier DSH wrote the blocks straight into `data` (its web snapshots still do).
+        blocks = message.get("content") if isinstance(message, dict) else data.get("content")
         if not isinstance(blocks, list):
             return MALFORMED
         emitted = calls = False
@@ -344,6 +345,9 @@ class _DshRead:
         content = message.get("content") if isinstance(message, dict) else None
         block = next((b for b in content or () if isinstance(b, dict)
                       and b.get("type") == "tool-result"), None)
+        if block is None and isinstance(data.get("content"), list):  # the earlier flat shape
+            block = {"toolCallId": data.get("callId"), "content": data["content"],
+                     "isError": data.get("isError")}
         if block is None:
             return MALFORMED
         self.turns.conversation(ToolResult(
