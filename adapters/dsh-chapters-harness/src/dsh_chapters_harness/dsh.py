@@ -192,7 +192,6 @@ class _DshRead:
         self.parent_session = ""
         self.cwd = ""
         self.started_at = ""
-        self.origin = ""
         self.seed_length = 0
         self.last_seq: int | None = None
         self.header_seen = False
@@ -233,8 +232,6 @@ class _DshRead:
         self.started_at = iso_time(record.get("createdAt"))
         seed = record.get("seedLength")
         self.seed_length = seed if _is_int(seed) and seed > 0 else 0
-        origin = record.get("origin")
-        self.origin = origin if isinstance(origin, str) else ""
         return IMPORTED
 
     def _chunk_row(self, kind: str, record: dict[str, Any]) -> Outcome:
