@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import zstandard
+from dsh_chapters_core.errors import InputError
 from dsh_chapters_core.events import (
     AssistantMessage,
     CommandRun,
@@ -399,3 +400,13 @@ def test_the_earlier_flat_message_shape_still_reads(tmp_path: Path) -> None:
     assert t.account.malformed == 0
     assert [e.text for e in of_type(t, Reasoning)] == ["Run the command."]
     assert [(r.call_id, r.text) for r in of_type(t, ToolResult)] == [("c1", "ok\n")]
+
+
+def test_a_zstd_file_with_no_complete_frame_is_refused_in_its_own_terms(tmp_path: Path) -> None:
+    lines = DSH_LOG.read_text(encoding="utf-8").splitlines()
+    whole = frames(lines[:3], [])
+    started = tmp_path / "session.jsonl.zstd"
+    started.write_bytes(whole[:10])  # the header frame cut short
+    with pytest.raises(InputError, match=r"Zstandard file \(10 bytes\)") as caught:
+        READER.read(str(started))
+    assert "wait for its first turn" in caught.value.hint
