@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import zstandard
+from dsh_chapters_core.errors import InputError
 from dsh_chapters_core.events import (
     AssistantMessage,
     CommandRun,
@@ -382,3 +383,30 @@ def test_a_turn_that_did_not_complete_says_why_in_its_turn_end() -> None:
     t = READER.read(str(small("interrupted")))
     assert [e.reason for e in t.events if isinstance(e, TurnEnd)] == [
         "interrupted", "aborted", ""]
+
+
+def test_the_earlier_flat_message_shape_still_reads(tmp_path: Path) -> None:
+    """DSH's web snapshots keep an earlier shape: blocks straight in `data`, no `message`."""
+    t = READER.read(write(tmp_path, [
+        header(), ev("turn/start", 0, turn=1), prompt(1, "run it"),
+        ev("assistant/message", 2, turn=1, step=1, content=[
+            {"type": "reasoning", "text": "Run the command."},
+            {"type": "tool-call", "id": "c1", "name": "bash", "arguments": "{}"}]),
+        ev("tool/call", 3, turn=1, step=1, callId="c1", name="bash", arguments="{}"),
+        ev("tool/result", 4, turn=1, step=1, callId="c1",
+           content=[{"type": "text", "text": "ok\n"}], isError=False),
+        ev("turn/end", 5, turn=1, reason={"kind": "completed"}),
+    ]))
+    assert t.account.malformed == 0
+    assert [e.text for e in of_type(t, Reasoning)] == ["Run the command."]
+    assert [(r.call_id, r.text) for r in of_type(t, ToolResult)] == [("c1", "ok\n")]
+
+
+def test_a_zstd_file_with_no_complete_frame_is_refused_in_its_own_terms(tmp_path: Path) -> None:
+    lines = DSH_LOG.read_text(encoding="utf-8").splitlines()
+    whole = frames(lines[:3], [])
+    started = tmp_path / "session.jsonl.zstd"
+    started.write_bytes(whole[:10])  # the header frame cut short
+    with pytest.raises(InputError, match=r"Zstandard file \(10 bytes\)") as caught:
+        READER.read(str(started))
+    assert "wait for its first turn" in caught.value.hint

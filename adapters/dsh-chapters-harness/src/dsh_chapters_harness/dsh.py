@@ -18,10 +18,12 @@ named rule (the log-only vocabulary DSH documents), unknown by type, or malforme
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from dsh_chapters_core.errors import InputError
 from dsh_chapters_core.events import (
     AssistantMessage,
     CommandRun,
@@ -36,7 +38,7 @@ from dsh_chapters_core.events import (
 )
 
 from dsh_chapters_harness.dsh_discovery import discover_logs
-from dsh_chapters_harness.dsh_log import ZSTD_MAGIC, open_log, torn_frame
+from dsh_chapters_harness.dsh_log import ZSTD_MAGIC, is_compressed, open_log, torn_frame
 from dsh_chapters_harness.transcript_lines import (
     IMPORTED,
     MALFORMED,
@@ -192,7 +194,6 @@ class _DshRead:
         self.parent_session = ""
         self.cwd = ""
         self.started_at = ""
-        self.origin = ""
         self.seed_length = 0
         self.last_seq: int | None = None
         self.header_seen = False
@@ -233,8 +234,6 @@ class _DshRead:
         self.started_at = iso_time(record.get("createdAt"))
         seed = record.get("seedLength")
         self.seed_length = seed if _is_int(seed) and seed > 0 else 0
-        origin = record.get("origin")
-        self.origin = origin if isinstance(origin, str) else ""
         return IMPORTED
 
     def _chunk_row(self, kind: str, record: dict[str, Any]) -> Outcome:
@@ -308,7 +307,8 @@ class _DshRead:
 
     def _assistant(self, seq: int, time: str, data: dict[str, Any]) -> Outcome:
         message = data.get("message")
-        blocks = message.get("content") if isinstance(message, dict) else None
+        # An earlier DSH wrote the blocks straight into `data` (its web snapshots still do).
+        blocks = message.get("content") if isinstance(message, dict) else data.get("content")
         if not isinstance(blocks, list):
             return MALFORMED
         emitted = calls = False
@@ -344,6 +344,9 @@ class _DshRead:
         content = message.get("content") if isinstance(message, dict) else None
         block = next((b for b in content or () if isinstance(b, dict)
                       and b.get("type") == "tool-result"), None)
+        if block is None and isinstance(data.get("content"), list):  # the earlier flat shape
+            block = {"toolCallId": data.get("callId"), "content": data["content"],
+                     "isError": data.get("isError")}
         if block is None:
             return MALFORMED
         self.turns.conversation(ToolResult(
@@ -380,6 +383,24 @@ class _DshRead:
         return IMPORTED
 
 
+def _compressed_refusal(path: str, exc: InputError) -> InputError:
+    """A zstd file whose frames give no DSH record: say so in its own terms, with its size."""
+    try:
+        with open(path, "rb") as f:
+            compressed = is_compressed(path, f.read(len(ZSTD_MAGIC)))
+        size = os.path.getsize(path)
+    except OSError:
+        return exc
+    if not compressed:
+        return exc
+    return InputError(
+        f"{path} is a Zstandard file ({size} bytes) whose complete frames hold no DSH record "
+        f"({exc.message})",
+        hint="a log DSH has only begun to write holds no frame yet: wait for its first turn; "
+             "otherwise check that the file is a DSH session log (session.jsonl.zstd)",
+    )
+
+
 def fallback_session_id(path: str) -> str:
     """A header-less log's id: its session directory's name, else the file's stem."""
     p = Path(path)
@@ -398,8 +419,11 @@ class DshReader:
 
     def read(self, path: str) -> Transcript:
         state = _DshRead()
-        ledger = read_records(path, state.handle, label=LABEL, expected=EXPECTED,
-                              open_stream=open_log, stopped_early=torn_frame)
+        try:
+            ledger = read_records(path, state.handle, label=LABEL, expected=EXPECTED,
+                                  open_stream=open_log, stopped_early=torn_frame)
+        except InputError as exc:
+            raise _compressed_refusal(path, exc) from None
         return Transcript(
             session_id=state.session_id or fallback_session_id(path),
             harness=NAME,
