@@ -90,7 +90,7 @@ def _run(examples: int, strategy: Any, check: Any) -> None:
 @pytest.mark.slow
 def test_transcript_readers_raise_only_input_errors(tmp_path: Path, size: Any,
                                                     record: Any) -> None:
-    from dsh_chapters.commands.archive import archive_and_log
+    from dsh_chapters.services.archive import archive_and_log
 
     m = _machine(tmp_path)
     app = m.app()
