@@ -58,9 +58,10 @@ def test_deep_nesting_is_malformed_and_lone_surrogates_are_replaced(tmp_path: Pa
     deep = b'{"type": "user/message", "x": ' + b"[" * 300 + b"]" * 300 + b"}\n"
     deeper = b'{"type": "user/message", "x": ' + b"[" * 50000 + b"]" * 50000 + b"}\n"
     records = [json.loads(line) for line in lines]
+    # A person's message (DSH's `source.kind: user`), not a host injection.
     first_user = next(i for i, r in enumerate(records) if r.get("type") == "user/message"
-                      and not r["data"].get("source"))  # a person's message, not an injection
-    records[first_user]["data"]["text"] = "before \ud800 after"
+                      and (r["data"].get("source") or {}).get("kind") == "user")
+    records[first_user]["data"]["content"] = [{"type": "text", "text": "before \ud800 after"}]
     text = [json.dumps(r).encode() + b"\n" for r in records]
     path = tmp_path / "odd.jsonl"
     path.write_bytes(b"".join(text[:first_user + 1]) + deep + deeper
