@@ -41,6 +41,7 @@ from dsh_chapters_fs.chapterfile import (
     quarantined_document,
 )
 from dsh_chapters_fs.containment import read_contained
+from dsh_chapters_fs.search_tree import FrontmatterReader
 from dsh_chapters_fs.tree import checked_relpath
 
 STORE_DIRNAME = ".dsh-chapters"
@@ -351,18 +352,21 @@ class FsChapterStore:
                         found.append((f"{root_id}/chapters/{p.name}", "is a symlink"))
                     elif not p.is_file(follow_symlinks=False):
                         found.append((f"{root_id}/chapters/{p.name}", "is not a regular file"))
+        reader = FrontmatterReader()  # the core's `key: <JSON>` lines in microseconds
         for relpath in [*self.chapter_paths(), *self.rule_paths()]:
             try:
-                head = read_contained(self.root, relpath, self._head_bytes)
+                head = read_contained(self.root, relpath, _FIRST_HEAD)
+                if len(head) == _FIRST_HEAD and not _closes(head):
+                    head = read_contained(self.root, relpath, self._head_bytes)
+                    if len(head) == self._head_bytes and not _closes(head):
+                        head = read_contained(self.root, relpath)  # judge all of it
             except FileNotFoundError:
                 continue
             except UnsafePathError as exc:
                 found.append((relpath, exc.reason))
                 continue
-            text = head.decode("utf-8", "surrogateescape")
-            if len(head) == self._head_bytes and text.startswith("---\n"):
-                text = self._read(relpath)  # a frontmatter block this long: judge all of it
-            reason = frontmatter_error(parse_document(relpath, text))
+            document = reader.parse(relpath, head)
+            reason = frontmatter_error(document) if document is not None else ""
             if reason:
                 found.append((relpath, reason))
         return sorted(found)
@@ -418,6 +422,15 @@ class FsChapterStore:
         except FileNotFoundError:
             raise ChaptersError(f"{relpath} is not in the store {self.root}",
                                 hint="run `chapters list` to see what is archived") from None
+
+
+_FIRST_HEAD = 8192  # most frontmatter blocks close within this; longer ones are read further
+
+
+def _closes(head: bytes) -> bool:
+    """Whether a frontmatter block opens and closes within these first bytes."""
+    fm_text, _ = split_frontmatter(head.decode("utf-8", "surrogateescape"))
+    return bool(fm_text) or not head.startswith(b"---\n")
 
 
 def _seqs_of(line: str) -> tuple[int, ...] | None:

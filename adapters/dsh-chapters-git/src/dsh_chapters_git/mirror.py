@@ -261,17 +261,20 @@ class Mirror:
         verified = os.path.join(self.root, ".git", VERIFIED_FILE)
         try:
             with open(verified, encoding="utf-8") as handle:
-                if handle.read() == token:
-                    return ""  # nothing the check reads changed since it last passed
+                seen = handle.read().split("\n")
         except OSError:
-            pass
-        broken = self._check_integrity()
+            seen = []
+        if seen == token:
+            return ""  # nothing the check reads changed since it last passed
+        # Packs never change once written: only a pack not verified before (by name, size
+        # and mtime) is checksummed, so a sync pays for what it fetched, not the whole pool.
+        broken = self._check_integrity(verified_packs=set(seen))
         if not broken:
             with open(verified, "w", encoding="utf-8") as handle:
-                handle.write(token)
+                handle.write("\n".join(token))
         return broken
 
-    def _integrity_token(self) -> str:
+    def _integrity_token(self) -> list[str]:
         """What the check depends on, by stat: the refs, each pack's size and mtime, and the
         mtime of every loose-object directory (a deleted loose object changes its dir)."""
         objects = os.path.join(self.root, ".git", "objects")
@@ -285,10 +288,10 @@ class Mirror:
             with os.scandir(pack_dir) as entries:
                 for entry in sorted(entries, key=lambda e: e.name):
                     st = entry.stat()
-                    parts.append(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}")
-        return "\n".join(parts)
+                    parts.append(f"pack/{entry.name}:{st.st_size}:{st.st_mtime_ns}")
+        return parts
 
-    def _check_integrity(self) -> str:
+    def _check_integrity(self, verified_packs: set[str]) -> str:
         store = self.repo.object_store
         seen: set[bytes] = set()
         for ref in (self.head(), self.pool_head()):
@@ -306,6 +309,13 @@ class Mirror:
                     elif mode != GITLINK_MODE and ObjectID(child) not in store:
                         return f"object {bytes(child)[:12].decode()} is missing"
         for pack in store.packs:
+            name = os.path.basename(pack.data.filename)
+            try:
+                st = os.stat(pack.data.filename)
+            except OSError:
+                return f"pack {name} is gone"
+            if f"pack/{name}:{st.st_size}:{st.st_mtime_ns}" in verified_packs:
+                continue
             try:
                 pack.data.check()
             except Exception:  # any checksum or read failure: the pack is not whole
