@@ -10,16 +10,20 @@ rules and sync use cases take it themselves; a topic merge takes it here, as the
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dsh_chapters_core.curation import edits_path
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.pool_layout import PoolFileKind, to_store
 from dsh_chapters_core.ports.viewer import SearchFilters
 from dsh_chapters_core.reading import read_text, resolve
@@ -151,6 +155,73 @@ def group_sessions(rows: Iterable[_SessionRow]) -> dict[str, Any]:
             "chapters": sum(s["chapterCount"] for s in sessions.values())}
 
 
+_FLOW_KEY = re.compile(r'^("(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_]*): (.*)$')
+
+
+def flow_frontmatter(text: str) -> dict[str, Any] | None:
+    """The frontmatter the archive writes (`dump_frontmatter`: one `key: <JSON>` line a key),
+    read without a YAML parser; None when any line is not in that form (a hand edit), so the
+    caller falls back to the YAML reader and reads the file exactly as `chapters show` does."""
+    head, _ = split_frontmatter(text)
+    if not head:
+        return None
+    fields: dict[str, Any] = {}
+    for line in head.splitlines():
+        match = _FLOW_KEY.match(line)
+        if match is None:
+            return None
+        key = match.group(1)
+        try:
+            fields[json.loads(key) if key.startswith('"') else key] = json.loads(match.group(2))
+        except ValueError:
+            return None
+    return fields
+
+
+def _as_document(path: str, fields: dict[str, Any]) -> Document | None:
+    kind, messages, topics = fields.get("kind"), fields.get("messages", {}), fields.get("topics")
+    if kind != str(DocumentKind.CHAPTER) or not isinstance(messages, dict):
+        return None
+    return Document(path=path, kind=DocumentKind.CHAPTER, title=str(fields.get("title", "")),
+                    date=str(fields.get("date", "")), session_id=str(fields.get("sessionId", "")),
+                    harness_id=str(fields.get("harnessId", "")),
+                    topics=tuple(str(t) for t in topics) if isinstance(topics, list) else (),
+                    messages=tuple((str(k), int(v)) for k, v in messages.items()
+                                   if isinstance(v, int)))
+
+
+@dataclass
+class _ChapterHeads:
+    """The sessions page's view of each chapter's frontmatter, re-read only when the file's
+    stat changed: listing a 10k store is a directory walk, not 10k YAML parses."""
+
+    seen: dict[str, tuple[int, int, Document | None]] = field(default_factory=dict)
+    reader: FrontmatterReader = field(default_factory=FrontmatterReader)
+    guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def document(self, file: Path, path: str) -> Document | None:
+        try:
+            if file.is_symlink():
+                return None  # §9 containment: the listing reads nothing outside the archive
+            st = file.stat()
+        except OSError:
+            return None
+        key = str(file)
+        with self.guard:
+            cached = self.seen.get(key)
+        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+            return cached[2]
+        data = file.read_bytes()
+        text = data.decode("utf-8", errors="replace")
+        fields = flow_frontmatter(text)
+        doc = _as_document(path, fields) if fields is not None else None
+        if fields is None or (doc is None and fields.get("kind") == str(DocumentKind.CHAPTER)):
+            doc = self.reader.parse(path, data)
+        with self.guard:
+            self.seen[key] = (st.st_mtime_ns, st.st_size, doc)
+        return doc
+
+
 @dataclass
 class _CoreRuleCache:
     """This machine's core rule ids, re-resolved only when a rule or an edits file changed.
@@ -199,6 +270,7 @@ class AppViewer:
     search_max_tokens: int = 0
     refresh_interval_s: float = 0.0
     _core_rules: _CoreRuleCache = field(init=False)
+    _heads: _ChapterHeads = field(default_factory=_ChapterHeads, init=False)
     _refreshed: threading.Event = field(default_factory=threading.Event, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -286,14 +358,17 @@ class AppViewer:
         meta = app.store.session_meta()
         rows: list[_SessionRow] = []
         seen: set[tuple[str, str]] = set()
-        for doc in app.store.documents():
-            if doc.kind is not DocumentKind.CHAPTER:
+        store_root = app.store_root
+        for file in sorted(store_root.glob("*/chapters/*.md")):
+            path = file.relative_to(store_root).as_posix()
+            doc = self._heads.document(file, path)
+            if doc is None or doc.kind is not DocumentKind.CHAPTER:
                 continue
-            session = doc.path.split("/", 1)[0]
-            seen.add((session, doc.path.rsplit("/", 1)[-1]))
+            session = path.split("/", 1)[0]
+            seen.add((session, path.rsplit("/", 1)[-1]))
             machine = doc.harness_id or meta.get(session, {}).get("harnessId", "") or "?"
             harness = meta.get(session, {}).get("harness", "")
-            rows.append((machine, session, harness, _chapter_row(doc, doc.path, "store")))
+            rows.append((machine, session, harness, _chapter_row(doc, path, "store")))
         rows.extend(self._mirror_rows(seen))
         data = group_sessions(rows)
         data.update({"projectKey": app.identity.project_key, "harnessId": app.harness_id,
@@ -305,7 +380,6 @@ class AppViewer:
         mirror = app.workspace / MIRROR_DIRNAME
         if not mirror.is_dir():
             return []
-        reader = FrontmatterReader()
         rows = []
         for path in sorted(app.mirror_tree.list(f"chapters/{app.identity.project_key}/")):
             entry = to_store(path, app.identity.project_key)
@@ -313,7 +387,7 @@ class AppViewer:
                 continue
             if (entry.session_id, path.rsplit("/", 1)[-1]) in seen:
                 continue  # copied into the store already: listed once, from the store
-            doc = reader.parse(path, app.mirror_tree.read(path))
+            doc = self._heads.document(mirror / path, path)
             if doc is None:
                 continue
             link = f"{MIRROR_DIRNAME}/{path}"
