@@ -11,13 +11,14 @@ rules and sync use cases take it themselves; a topic merge takes it here, as the
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from dsh_chapters_core.curation import edits_path
@@ -190,6 +191,27 @@ def _as_document(path: str, fields: dict[str, Any]) -> Document | None:
                                    if isinstance(v, int)))
 
 
+def _store_chapters(root: str) -> Iterator[tuple[str, os.stat_result, str]]:
+    """(file, lstat, store-relative path) of every `<session>/chapters/*.md`, by scandir:
+    one listing per session directory, the stat from the listing itself."""
+    try:
+        top = os.scandir(root)
+    except OSError:
+        return
+    with top:
+        sessions = [d for d in top if d.is_dir(follow_symlinks=False)]
+    for session in sorted(sessions, key=lambda d: d.name):
+        try:
+            listing = os.scandir(os.path.join(session.path, "chapters"))
+        except OSError:
+            continue
+        with listing:
+            for entry in sorted(listing, key=lambda e: e.name):
+                if entry.name.endswith(".md"):
+                    yield (entry.path, entry.stat(follow_symlinks=False),
+                           f"{session.name}/chapters/{entry.name}")
+
+
 @dataclass
 class _ChapterHeads:
     """The sessions page's view of each chapter's frontmatter, re-read only when the file's
@@ -199,19 +221,20 @@ class _ChapterHeads:
     reader: FrontmatterReader = field(default_factory=FrontmatterReader)
     guard: threading.Lock = field(default_factory=threading.Lock)
 
-    def document(self, file: Path, path: str) -> Document | None:
-        try:
-            if file.is_symlink():
-                return None  # §9 containment: the listing reads nothing outside the archive
-            st = file.stat()
-        except OSError:
+    def document(self, file: str, path: str, st: os.stat_result) -> Document | None:
+        """`st` is the file's lstat: a symlink is never followed (§9 containment)."""
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
             return None
-        key = str(file)
+        key = file
         with self.guard:
             cached = self.seen.get(key)
         if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
             return cached[2]
-        data = file.read_bytes()
+        try:
+            with open(file, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
         text = data.decode("utf-8", errors="replace")
         fields = flow_frontmatter(text)
         doc = _as_document(path, fields) if fields is not None else None
@@ -358,10 +381,8 @@ class AppViewer:
         meta = app.store.session_meta()
         rows: list[_SessionRow] = []
         seen: set[tuple[str, str]] = set()
-        store_root = app.store_root
-        for file in sorted(store_root.glob("*/chapters/*.md")):
-            path = file.relative_to(store_root).as_posix()
-            doc = self._heads.document(file, path)
+        for file, st, path in _store_chapters(str(app.store_root)):
+            doc = self._heads.document(file, path, st)
             if doc is None or doc.kind is not DocumentKind.CHAPTER:
                 continue
             session = path.split("/", 1)[0]
@@ -387,7 +408,11 @@ class AppViewer:
                 continue
             if (entry.session_id, path.rsplit("/", 1)[-1]) in seen:
                 continue  # copied into the store already: listed once, from the store
-            doc = self._heads.document(mirror / path, path)
+            try:
+                st = (mirror / path).lstat()
+            except OSError:
+                continue
+            doc = self._heads.document(str(mirror / path), path, st)
             if doc is None:
                 continue
             link = f"{MIRROR_DIRNAME}/{path}"
