@@ -98,3 +98,29 @@ def test_chapters_serve_prints_its_loopback_url_and_serves(two_machines: Pool) -
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+
+
+def test_sessions_read_the_archive_s_flow_frontmatter_and_yaml_hand_edits(
+        two_machines: Pool) -> None:
+    from dsh_chapters.services.web_viewer import flow_frontmatter
+
+    a = two_machines.a
+    hand = a.store / "ed170000-0000-4000-8000-000000000001" / "chapters" / "001-hand.md"
+    hand.parent.mkdir(parents=True)
+    hand.write_text("---\nkind: chapter\ntitle: Edited by hand\nharnessId: box-a\n"
+                    "date: '2026-11-28T08:00:00Z'\ntopics:\n  - hand\n  - edit\n"
+                    "messages:\n  user: 1\n---\nbody\n", encoding="utf-8")
+    assert flow_frontmatter(hand.read_text()) is None  # block style: the YAML reader reads it
+    machine_written = next(a.store.glob("*/chapters/001-the-retry-*.md")).read_text()
+    fields = flow_frontmatter(machine_written)
+    assert fields is not None and fields["messages"] == {"assistant": 4, "tool": 3, "user": 2}
+    viewer = AppViewer(a.app())
+    data = viewer.sessions()
+    rows = {c["title"]: c for m in data["machines"] for d in m["days"] for s in d["sessions"]
+            for c in s["chapters"]}
+    assert rows["Edited by hand"]["topics"] == ["hand", "edit"]
+    assert rows["Edited by hand"]["messages"] == {"user": 1}
+    hand.write_text(hand.read_text().replace("Edited by hand", "Edited twice"), encoding="utf-8")
+    titles = {c["title"] for m in viewer.sessions()["machines"] for d in m["days"]
+              for s in d["sessions"] for c in s["chapters"]}
+    assert "Edited twice" in titles and "Edited by hand" not in titles

@@ -10,16 +10,21 @@ rules and sync use cases take it themselves; a topic merge takes it here, as the
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import stat
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_chapters_core.curation import edits_path
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.pool_layout import PoolFileKind, to_store
 from dsh_chapters_core.ports.viewer import SearchFilters
 from dsh_chapters_core.reading import read_text, resolve
@@ -152,6 +157,95 @@ def group_sessions(rows: Iterable[_SessionRow]) -> dict[str, Any]:
             "chapters": sum(s["chapterCount"] for s in sessions.values())}
 
 
+_FLOW_KEY = re.compile(r'^("(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_]*): (.*)$')
+
+
+def flow_frontmatter(text: str) -> dict[str, Any] | None:
+    """The frontmatter the archive writes (`dump_frontmatter`: one `key: <JSON>` line a key),
+    read without a YAML parser; None when any line is not in that form (a hand edit), so the
+    caller falls back to the YAML reader and reads the file exactly as `chapters show` does."""
+    head, _ = split_frontmatter(text)
+    if not head:
+        return None
+    fields: dict[str, Any] = {}
+    for line in head.splitlines():
+        match = _FLOW_KEY.match(line)
+        if match is None:
+            return None
+        key = match.group(1)
+        try:
+            fields[json.loads(key) if key.startswith('"') else key] = json.loads(match.group(2))
+        except ValueError:
+            return None
+    return fields
+
+
+def _as_document(path: str, fields: dict[str, Any]) -> Document | None:
+    kind, messages, topics = fields.get("kind"), fields.get("messages", {}), fields.get("topics")
+    if kind != str(DocumentKind.CHAPTER) or not isinstance(messages, dict):
+        return None
+    return Document(path=path, kind=DocumentKind.CHAPTER, title=str(fields.get("title", "")),
+                    date=str(fields.get("date", "")), session_id=str(fields.get("sessionId", "")),
+                    harness_id=str(fields.get("harnessId", "")),
+                    topics=tuple(str(t) for t in topics) if isinstance(topics, list) else (),
+                    messages=tuple((str(k), int(v)) for k, v in messages.items()
+                                   if isinstance(v, int)))
+
+
+def _store_chapters(root: str) -> Iterator[tuple[str, os.stat_result, str]]:
+    """(file, lstat, store-relative path) of every `<session>/chapters/*.md`, by scandir:
+    one listing per session directory, the stat from the listing itself."""
+    try:
+        top = os.scandir(root)
+    except OSError:
+        return
+    with top:
+        sessions = [d for d in top if d.is_dir(follow_symlinks=False)]
+    for session in sorted(sessions, key=lambda d: d.name):
+        try:
+            listing = os.scandir(os.path.join(session.path, "chapters"))
+        except OSError:
+            continue
+        with listing:
+            for entry in sorted(listing, key=lambda e: e.name):
+                if entry.name.endswith(".md"):
+                    yield (entry.path, entry.stat(follow_symlinks=False),
+                           f"{session.name}/chapters/{entry.name}")
+
+
+@dataclass
+class _ChapterHeads:
+    """The sessions page's view of each chapter's frontmatter, re-read only when the file's
+    stat changed: listing a 10k store is a directory walk, not 10k YAML parses."""
+
+    seen: dict[str, tuple[int, int, Document | None]] = field(default_factory=dict)
+    reader: FrontmatterReader = field(default_factory=FrontmatterReader)
+    guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def document(self, file: str, path: str, st: os.stat_result) -> Document | None:
+        """`st` is the file's lstat: a symlink is never followed (§9 containment)."""
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+            return None
+        key = file
+        with self.guard:
+            cached = self.seen.get(key)
+        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+            return cached[2]
+        try:
+            with open(file, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        text = data.decode("utf-8", errors="replace")
+        fields = flow_frontmatter(text)
+        doc = _as_document(path, fields) if fields is not None else None
+        if fields is None or (doc is None and fields.get("kind") == str(DocumentKind.CHAPTER)):
+            doc = self.reader.parse(path, data)
+        with self.guard:
+            self.seen[key] = (st.st_mtime_ns, st.st_size, doc)
+        return doc
+
+
 @dataclass
 class _CoreRuleCache:
     """This machine's core rule ids, re-resolved only when a rule or an edits file changed.
@@ -200,6 +294,7 @@ class AppViewer:
     search_max_tokens: int = 0
     refresh_interval_s: float = 0.0
     _core_rules: _CoreRuleCache = field(init=False)
+    _heads: _ChapterHeads = field(default_factory=_ChapterHeads, init=False)
     _refreshed: threading.Event = field(default_factory=threading.Event, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -287,14 +382,15 @@ class AppViewer:
         meta = app.store.session_meta()
         rows: list[_SessionRow] = []
         seen: set[tuple[str, str]] = set()
-        for doc in app.store.documents():
-            if doc.kind is not DocumentKind.CHAPTER:
+        for file, st, path in _store_chapters(str(app.store_root)):
+            doc = self._heads.document(file, path, st)
+            if doc is None or doc.kind is not DocumentKind.CHAPTER:
                 continue
-            session = doc.path.split("/", 1)[0]
-            seen.add((session, doc.path.rsplit("/", 1)[-1]))
+            session = path.split("/", 1)[0]
+            seen.add((session, path.rsplit("/", 1)[-1]))
             machine = doc.harness_id or meta.get(session, {}).get("harnessId", "") or "?"
             harness = meta.get(session, {}).get("harness", "")
-            rows.append((machine, session, harness, _chapter_row(doc, doc.path, "store")))
+            rows.append((machine, session, harness, _chapter_row(doc, path, "store")))
         rows.extend(self._mirror_rows(seen))
         data = group_sessions(rows)
         data.update({"projectKey": app.identity.project_key, "harnessId": app.harness_id,
@@ -306,7 +402,6 @@ class AppViewer:
         mirror = app.workspace / MIRROR_DIRNAME
         if not mirror.is_dir():
             return []
-        reader = FrontmatterReader()
         rows = []
         for path in sorted(app.mirror_tree.list(f"chapters/{app.identity.project_key}/")):
             entry = to_store(path, app.identity.project_key)
@@ -314,7 +409,11 @@ class AppViewer:
                 continue
             if (entry.session_id, path.rsplit("/", 1)[-1]) in seen:
                 continue  # copied into the store already: listed once, from the store
-            doc = reader.parse(path, app.mirror_tree.read(path))
+            try:
+                st = (mirror / path).lstat()
+            except OSError:
+                continue
+            doc = self._heads.document(str(mirror / path), path, st)
             if doc is None:
                 continue
             link = f"{MIRROR_DIRNAME}/{path}"
