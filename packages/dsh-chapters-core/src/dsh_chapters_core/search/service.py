@@ -96,6 +96,7 @@ class SearchRequest:
     topic: str = ""
     cross_project: bool = False
     project_key: str = ""  # the caller's; "" searches every project
+    snippets: bool = True  # each match's anchor line (`--no-snippets` drops it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +209,7 @@ class SearchService:
             if ranking.ranked:
                 return pack_results(ranking.ranked, max_tokens=max_tokens, config=self.config,
                                     door=str(door.name), path_prefix=door.prefix,
-                                    total=ranking.total)
+                                    total=ranking.total, snippets=request.snippets)
             rankings.append(ranking)
         documents = sum(r.documents for r in rankings)
         first = self.doors[0] if self.doors else None
