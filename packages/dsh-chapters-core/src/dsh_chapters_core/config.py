@@ -283,7 +283,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchBodyWeight",
-        1.0,
+        3.0,
         "weight of a chapter's best body passage (BM25) next to its frontmatter hits; 0 ranks "
         "on the frontmatter alone, exactly as before the body was read",
         minimum=0.0,
@@ -305,7 +305,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchPassageLines",
-        24,
+        48,
         "lines per scored body passage (best-passage scoring; passages overlap by half)",
         minimum=2,
         maximum=100_000,
@@ -489,10 +489,10 @@ class Config:
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
     search_cache_batch_rows: int = 2000
-    search_body_weight: float = 1.0
+    search_body_weight: float = 3.0
     search_bm25_k1: float = 1.2
     search_bm25_b: float = 0.75
-    search_passage_lines: int = 24
+    search_passage_lines: int = 48
     search_phrase_bonus: float = 0.5
     search_snippet_chars: int = 160
     vocab_min_label_chars: int = 3
