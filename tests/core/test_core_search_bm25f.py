@@ -7,6 +7,7 @@ frequency, coordination, phrases, and `searchBodyWeight: 0` is the frontmatter r
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
@@ -45,9 +46,9 @@ def test_term_frequency_saturates() -> None:
     for tf in (1, 2, 4, 8, 16):
         line = " ".join(["alembic"] * tf + ["word"] * (16 - tf))
         scores.append(score_body(body_of(line), 1, words, stats, RULES).score)
-    gains = [b - a for a, b in zip(scores, scores[1:], strict=False)]
+    gains = [b - a for a, b in itertools.pairwise(scores)]
     assert all(g > 0 for g in gains)  # more is better ...
-    assert all(later < earlier for earlier, later in zip(gains, gains[1:], strict=False))
+    assert all(later < earlier for earlier, later in itertools.pairwise(gains))
     assert scores[-1] < stats.idf("alembic") * (RULES.k1 + 1)  # ... and bounded
 
 

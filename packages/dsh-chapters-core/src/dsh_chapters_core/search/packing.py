@@ -2,9 +2,10 @@
 
 Lines read `score | date | kind | title | path (topics: …)`, most relevant first, each
 followed by its anchor (`    L412: …snippet…`, the file line where the body matched) unless
-snippets are off, until the next match would overrun `max_tokens` (its anchor counts). The answer says `total` and `shown`, so the caller knows
-to ask again with a larger budget. If not even the first line fits, packing refuses and says
-how many tokens that line needs (§1 invariant 2).
+snippets are off, until the next match would overrun `max_tokens` (its anchor counts). The
+answer says `total` and `shown`, so the caller knows to ask again with a larger budget. If
+not even the first line fits, packing refuses and says how many tokens that line needs
+(§1 invariant 2).
 """
 
 from __future__ import annotations

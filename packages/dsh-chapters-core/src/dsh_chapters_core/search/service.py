@@ -51,8 +51,8 @@ from dsh_chapters_core.search.index import (
     shard_path,
     update_index,
 )
-from dsh_chapters_core.search.passages import BodyStats, body_stats
 from dsh_chapters_core.search.packing import AnswerStatus, SearchAnswer, max_lines, pack_results
+from dsh_chapters_core.search.passages import BodyStats, body_stats
 from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry, rank_entries
 from dsh_chapters_core.search.stitching import is_legacy_fragment, stitch_fragments
 from dsh_chapters_core.search.terms import query_words

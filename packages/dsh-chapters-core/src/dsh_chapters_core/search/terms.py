@@ -27,14 +27,17 @@ _NUMERIC = re.compile(r"^[0-9][0-9.]*$")
 
 # Function words a question is typed with; they carry no evidence of where the answer is.
 # Only the query drops them (the body keeps every word, so phrases stay adjacent).
-STOPWORDS = frozenset(
-    "a about after again all also am an and any are as at be been before being both but by "
-    "can could did do does doing done for from had has have having he her here him his how i "
-    "if in into is it its itself just me my no nor not now of off on once only or other our "
-    "out over own same she should so some such than that the their them then there these "
-    "they this those through to too under until up very was we were what when where which "
-    "while who whom why will with would you your yours".split()
-)
+STOPWORDS = frozenset((
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
+    "doing", "done", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "my", "no",
+    "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over",
+    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "would", "you", "your", "yours",
+))
 
 
 def stem(word: str) -> str:
@@ -53,7 +56,7 @@ def stem(word: str) -> str:
         return _undouble(word[:-3])
     if word.endswith("ed") and len(word) > 4 and not word.endswith("eed"):
         return _undouble(word[:-2])
-    if word.endswith("es") and word[-3:-2] in ("x", "z") or word.endswith(("ches", "shes")):
+    if (word.endswith("es") and word[-3:-2] in ("x", "z")) or word.endswith(("ches", "shes")):
         return word[:-2]
     if word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]

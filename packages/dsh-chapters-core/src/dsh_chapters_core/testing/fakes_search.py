@@ -16,8 +16,8 @@ from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import BodyStats, body_stats
 from dsh_chapters_core.search.passages import body_terms as search_body_terms
 from dsh_chapters_core.search.scorer import LexicalWeights
-from dsh_chapters_core.search.terms import QueryWord
 from dsh_chapters_core.search.stitching import is_legacy_fragment
+from dsh_chapters_core.search.terms import QueryWord
 from dsh_chapters_core.testing.fakes_rules import document_from_text
 from dsh_chapters_core.testing.fakes_transport import MemoryTree
 
