@@ -325,6 +325,13 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=10_000,
     ),
     _s(
+        "searchGroupShare",
+        0.5,
+        "share of the best member's score a `group` fact's other members rank at (§10.1)",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    _s(
         "searchCacheBatchRows",
         2000,
         "rows the search cache writes per transaction; bounds memory on a rebuild",
@@ -495,6 +502,7 @@ class Config:
     search_passage_lines: int = 48
     search_phrase_bonus: float = 0.5
     search_snippet_chars: int = 160
+    search_group_share: float = 0.5
     vocab_min_label_chars: int = 3
     artifact_read_default_lines: int = 200
     artifact_read_max_lines: int = 400
