@@ -168,3 +168,23 @@ def test_body_weight_zero_is_the_frontmatter_ranking(entries: tuple, query_words
     bare = [dataclasses.replace(e, body="", body_line=0) for e in entries]
     assert [(s.score, s.entry.path) for s in rank_entries(bare, query, config=DEFAULTS)] == \
         [(s.score, s.entry.path) for s in ranked]
+
+
+_CODE_WORDS = ["Migrations", "queries", "GitService.repoName", "running", "stopped", "PRs",
+               "src/app.py", "HTTPServer", "9.0.1", "503", "boxes", "classes", "the", "x"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_CODE_WORDS), max_size=6).map(" ".join), min_size=1,
+                max_size=6),
+       st.lists(st.sampled_from(_CODE_WORDS), min_size=1, max_size=3))
+def test_skipping_lines_without_a_probe_loses_no_hit(lines: list, query: list) -> None:
+    from dsh_chapters_core.search.passages import _Matcher, body_lines
+    from dsh_chapters_core.search.terms import words
+
+    qwords = query_words(" ".join(query))
+    match = _Matcher(qwords)
+    fast = body_lines("\n".join(lines), match)
+    for line, got in zip(lines, fast, strict=True):
+        hits = [(match(w), i, i + len(w)) for i, w in words(line) if match(w) >= 0]
+        assert got.hits == hits and got.words == sum(1 for _ in words(line))

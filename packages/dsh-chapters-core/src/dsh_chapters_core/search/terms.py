@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 # A word: alphanumeric runs joined by one of `._-/:` (never ending on a joint).
 _WORD = re.compile(r"[^\W_]+(?:[._\-/:][^\W_]+)*")
+WORD_PATTERN = _WORD
 _JOINT = re.compile(r"[._\-/:]")
 # camelCase humps: `repoName` -> repo, Name; `HTTPServer` -> HTTP, Server; `v2Api` -> v2, Api.
 _HUMP = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+[a-z]*")
