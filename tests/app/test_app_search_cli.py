@@ -240,3 +240,20 @@ def test_a_word_only_in_a_chapter_body_is_found(workspace: Path, capsys: Capture
     lines = path.read_text(encoding="utf-8").splitlines()
     line = lines.index("then `alembic upgrade head` fixed the 401") + 1
     assert anchor == {"line": line, "text": lines[line - 1]}
+
+
+def test_a_file_copied_in_by_hand_is_answered_after_chapters_index(
+        workspace: Path, capsys: Capture) -> None:
+    ws = corpus(workspace, capsys)
+    code, _, err = run(ws, capsys, "search", "retry")
+    assert code == 0 and "index was missing or unreadable, rebuilt (3 documents)" in err
+    key = project_key(ws, capsys)
+    write_doc(ws / ".dsh-chapters/s7/chapters/001-x.md", title="Zeppelin mooring checklist",
+              summary="zeppelin", topics=["zeppelin"], projectKey=key, sessionId="s7",
+              date="2026-11-04T10:00:00Z")
+    code, out, err = run(ws, capsys, "index")
+    assert code == 0, err
+    data = as_json(ws, capsys, "search", "zeppelin")
+    assert [m["path"] for m in data["matches"]] == [".dsh-chapters/s7/chapters/001-x.md"]
+    code, _, err = run(ws, capsys, "search", "zeppelin")
+    assert "rebuilt" not in err  # current: no rebuild, no message

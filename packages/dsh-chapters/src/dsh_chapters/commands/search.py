@@ -48,7 +48,10 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
     service = open_search(app)
     try:
         for door in service.doors:
-            service.bring_current(door)  # a walk of stats; reads only what changed
+            report = service.bring_current(door)  # a walk of stats; reads only what changed
+            if report is not None and report.update.rebuilt:  # missing, corrupt or old: said
+                inv.stderr.write(f"search: {report.door} index was missing or unreadable, "
+                                 f"rebuilt ({report.update.manifest.documents} documents)\n")
         answer = service.search(SearchRequest(
             query=query, max_tokens=args.max_tokens, topic=args.topic or "",
             cross_project=args.cross_project, project_key=app.identity.project_key,
