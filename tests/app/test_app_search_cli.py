@@ -251,7 +251,7 @@ def test_a_file_copied_in_by_hand_is_answered_after_chapters_index(
     write_doc(ws / ".dsh-chapters/s7/chapters/001-x.md", title="Zeppelin mooring checklist",
               summary="zeppelin", topics=["zeppelin"], projectKey=key, sessionId="s7",
               date="2026-11-04T10:00:00Z")
-    code, out, err = run(ws, capsys, "index")
+    code, _, err = run(ws, capsys, "index")
     assert code == 0, err
     data = as_json(ws, capsys, "search", "zeppelin")
     assert [m["path"] for m in data["matches"]] == [".dsh-chapters/s7/chapters/001-x.md"]
