@@ -75,7 +75,8 @@ def test_search_answers_from_the_store_with_the_json_contract(workspace: Path,
     assert list(data) == ["matches", "shown", "total", "budget", "door", "status"]
     assert data["door"] == "store" and data["status"] == "ok" and data["total"] >= 1
     first = data["matches"][0]
-    assert set(first) == {"score", "date", "kind", "title", "path", "topics"}
+    # The issue on full-text search added `anchor` {line, text}: where the body matched.
+    assert set(first) == {"score", "date", "kind", "title", "path", "topics", "anchor"}
     assert first["kind"] == "chapter" and "backoff" in first["topics"]
     assert (ws / first["path"]).is_file()  # every hit is a path `read` opens from the workspace
     assert data["budget"]["requested"] == 400
@@ -199,3 +200,60 @@ def test_artifact_refuses_escapes_and_names_both_roots_on_a_miss(workspace: Path
     assert code == 1 and "symlink" in err and "token" not in out + err
     code, _, err = run(ws, capsys, "artifact", "f" * 64, "dance")
     assert code == 2 and "unknown action" in err
+
+
+def test_the_anchor_line_really_holds_the_snippet_and_show_opens_there(
+        workspace: Path, capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    data = as_json(ws, capsys, "search", "retry", "backoff")
+    for match in data["matches"]:
+        anchor = match["anchor"]
+        lines = (ws / match["path"]).read_text(encoding="utf-8").splitlines()
+        assert anchor["text"].strip("…") in lines[anchor["line"] - 1]
+        assert len(anchor["text"]) <= 160
+    first = data["matches"][0]
+    code, out, err = run(ws, capsys, "search", "retry", "backoff")
+    assert code == 0, err
+    assert f"    L{first['anchor']['line']}: " in out
+    code, out, _ = run(ws, capsys, "search", "retry", "backoff", "--no-snippets")
+    assert "    L" not in out
+    code, out, err = run(ws, capsys, "show", first["path"], "--line", str(first["anchor"]["line"]))
+    assert code == 0, err
+    assert first["anchor"]["text"].strip("…") in out.splitlines()[0]
+    code, _, err = run(ws, capsys, "show", first["path"], "--line", "999999")
+    assert code != 0 and "outside the chapter" in err
+
+
+def test_a_word_only_in_a_chapter_body_is_found(workspace: Path, capsys: Capture) -> None:
+    key = project_key(workspace, capsys)
+    path = workspace / ".dsh-chapters/s9/chapters/001-x.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_frontmatter({"kind": "chapter", "title": "Session work",
+                                      "summary": "session work", "topics": ["work"],
+                                      "projectKey": key, "sessionId": "s9",
+                                      "date": "2026-11-05T10:00:00Z"})
+                    + "## user\n\nplease look\n\nthen `alembic upgrade head` fixed the 401\n",
+                    encoding="utf-8")
+    data = as_json(workspace, capsys, "search", "alembic", "401")
+    assert [m["path"] for m in data["matches"]] == [".dsh-chapters/s9/chapters/001-x.md"]
+    anchor = data["matches"][0]["anchor"]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    line = lines.index("then `alembic upgrade head` fixed the 401") + 1
+    assert anchor == {"line": line, "text": lines[line - 1]}
+
+
+def test_a_file_copied_in_by_hand_is_answered_after_chapters_index(
+        workspace: Path, capsys: Capture) -> None:
+    ws = corpus(workspace, capsys)
+    code, _, err = run(ws, capsys, "search", "retry")
+    assert code == 0 and "index was missing or unreadable, rebuilt (3 documents)" in err
+    key = project_key(ws, capsys)
+    write_doc(ws / ".dsh-chapters/s7/chapters/001-x.md", title="Zeppelin mooring checklist",
+              summary="zeppelin", topics=["zeppelin"], projectKey=key, sessionId="s7",
+              date="2026-11-04T10:00:00Z")
+    code, _, err = run(ws, capsys, "index")
+    assert code == 0, err
+    data = as_json(ws, capsys, "search", "zeppelin")
+    assert [m["path"] for m in data["matches"]] == [".dsh-chapters/s7/chapters/001-x.md"]
+    code, _, err = run(ws, capsys, "search", "zeppelin")
+    assert "rebuilt" not in err  # current: no rebuild, no message

@@ -52,7 +52,8 @@ SEARCH_DESCRIPTION = (
     "from every machine that shares the project, plus plans and rules. Deterministic scorer, no "
     "model. Answers lines `score | date | kind | title | path (topics: ...)`, best first, packed "
     "to maxTokens; when `total` is above `shown`, call again with a larger maxTokens. Open a hit "
-    "with chapters_read {path}. `topic` lists one whole topic shard. Only this project is "
+    "with chapters_read {path}, at the passage with offset anchor.line-1. `topic` lists one "
+    "whole topic shard. Only this project is "
     "searched unless crossProject is true. Search before redoing work someone already did."
 )
 READ_DESCRIPTION = (

@@ -19,6 +19,12 @@ class _Out(BaseModel):
 # -- chapters_search (§8.1) --------------------------------------------------------------------
 
 
+class SearchAnchor(_Out):
+    line: int = Field(description="1-based line of the chapter file where the body matched; "
+                                  "chapters_read it with offset line-1")
+    text: str = Field(description="a verbatim snippet of that line around the query words")
+
+
 class SearchMatch(_Out):
     score: float
     date: str = Field(description="YYYY-MM-DD, or - when unknown")
@@ -28,6 +34,8 @@ class SearchMatch(_Out):
     topics: list[str]
     members: list[str] | None = Field(
         default=None, description="a stitched entry: every member file's path")
+    anchor: SearchAnchor | None = Field(
+        default=None, description="where the body matched (absent for a frontmatter match)")
 
 
 class SearchBudget(_Out):

@@ -350,7 +350,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchBodyWeight",
-        1.0,
+        3.0,
         "weight of a chapter's best body passage (BM25) next to its frontmatter hits; 0 ranks "
         "on the frontmatter alone, exactly as before the body was read",
         minimum=0.0,
@@ -372,7 +372,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchPassageLines",
-        24,
+        48,
         "lines per scored body passage (best-passage scoring; passages overlap by half)",
         minimum=2,
         maximum=100_000,
@@ -390,6 +390,13 @@ SETTINGS: tuple[Setting, ...] = (
         "longest anchor snippet shown per match",
         minimum=20,
         maximum=10_000,
+    ),
+    _s(
+        "searchGroupShare",
+        0.5,
+        "share of the best member's score a `group` fact's other members rank at (§10.1)",
+        minimum=0.0,
+        maximum=1.0,
     ),
     _s(
         "searchCacheBatchRows",
@@ -583,12 +590,13 @@ class Config:
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
     search_cache_batch_rows: int = 2000
-    search_body_weight: float = 1.0
+    search_body_weight: float = 3.0
     search_bm25_k1: float = 1.2
     search_bm25_b: float = 0.75
-    search_passage_lines: int = 24
+    search_passage_lines: int = 48
     search_phrase_bonus: float = 0.5
     search_snippet_chars: int = 160
+    search_group_share: float = 0.5
     vocab_min_label_chars: int = 3
     artifact_read_default_lines: int = 200
     artifact_read_max_lines: int = 400

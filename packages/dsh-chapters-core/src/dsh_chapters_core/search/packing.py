@@ -1,9 +1,11 @@
 """Packing a ranked list to the caller's token budget (§8.1). Refuse with numbers, never clip.
 
-Lines read `score | date | kind | title | path (topics: …)`, most relevant first, until the
-next line would overrun `max_tokens`. The answer says `total` and `shown`, so the caller knows
-to ask again with a larger budget. If not even the first line fits, packing refuses and says
-how many tokens that line needs (§1 invariant 2).
+Lines read `score | date | kind | title | path (topics: …)`, most relevant first, each
+followed by its anchor (`    L412: …snippet…`, the file line where the body matched) unless
+snippets are off, until the next match would overrun `max_tokens` (its anchor counts). The
+answer says `total` and `shown`, so the caller knows to ask again with a larger budget. If
+not even the first line fits, packing refuses and says how many tokens that line needs
+(§1 invariant 2).
 """
 
 from __future__ import annotations
@@ -49,11 +51,13 @@ class SearchAnswer:
     status: AnswerStatus = AnswerStatus.OK
     path_prefix: str = ""  # what makes a door-relative path workspace-relative
     searched: int = 0  # documents the door holds (in scope), for the "no-match" message
+    snippets: bool = True  # anchors shown (text) and carried (JSON)
 
     def to_json(self) -> dict[str, Any]:
         """`{matches:[{score,date,kind,title,path,topics}], shown, total, budget, door}`."""
         return {
-            "matches": [match_json(m, self.path_prefix) for m in self.matches],
+            "matches": [match_json(m, self.path_prefix, snippets=self.snippets)
+                        for m in self.matches],
             "shown": self.shown,
             "total": self.total,
             "budget": self.budget.to_json(),
@@ -115,7 +119,14 @@ def render_line(scored: ScoredEntry, path_prefix: str = "") -> str:
     )
 
 
-def match_json(scored: ScoredEntry, path_prefix: str = "") -> dict[str, Any]:
+def anchor_line(scored: ScoredEntry) -> str:
+    """`    L412: …snippet…`, or "" when the match has no body anchor."""
+    anchor = scored.anchor
+    return f"    L{anchor.line}: {_one_line(anchor.text)}" if anchor is not None else ""
+
+
+def match_json(scored: ScoredEntry, path_prefix: str = "", *,
+               snippets: bool = True) -> dict[str, Any]:
     e = scored.entry
     data: dict[str, Any] = {
         "score": round(scored.score, 4),
@@ -127,6 +138,8 @@ def match_json(scored: ScoredEntry, path_prefix: str = "") -> dict[str, Any]:
     }
     if e.members:
         data["members"] = [f"{path_prefix}{p}" for p in e.members]
+    if snippets and scored.anchor is not None:
+        data["anchor"] = scored.anchor.to_json()
     return data
 
 
@@ -149,6 +162,7 @@ def pack_results(
     status: AnswerStatus | None = None,
     searched: int = 0,
     total: int | None = None,
+    snippets: bool = True,
 ) -> SearchAnswer:
     """Greedy, in rank order, stopping at the first line that does not fit (no reordering).
 
@@ -160,6 +174,9 @@ def pack_results(
     used = 0
     for item in scored:
         line = render_line(item, path_prefix)
+        anchor = anchor_line(item) if snippets else ""
+        if anchor:
+            line += "\n" + anchor
         cost = config.estimate_tokens(line + "\n")
         if used + cost > max_tokens:
             if not lines:
@@ -179,4 +196,5 @@ def pack_results(
         status=final,
         path_prefix=path_prefix,
         searched=searched,
+        snippets=snippets,
     )

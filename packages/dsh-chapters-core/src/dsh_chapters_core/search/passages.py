@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from dsh_chapters_core.search.terms import WORD_PATTERN as _WORD_RE
 from dsh_chapters_core.search.terms import QueryWord, word_terms, words
 
 
@@ -92,9 +93,22 @@ class _Matcher:
         return found
 
 
+def _probes(query: Sequence[QueryWord]) -> tuple[str, ...]:
+    """Substrings a case-folded line must hold to hold a query word: a term is its word
+    case-folded, or a part of it, stemmed; a stem is a prefix of what it came from except
+    for `-ies` -> `-y`, so dropping a final `y` makes every term a substring."""
+    return tuple(sorted({t[:-1] if t.endswith("y") and len(t) > 1 else t
+                         for q in query for t in q.terms}))
+
+
 def body_lines(body: str, match: _Matcher) -> list[_Line]:
     out: list[_Line] = []
+    probes = _probes(match.query)
     for text in body.split("\n"):
+        folded = text.casefold()
+        if not any(p in folded for p in probes):  # no query word can be here: count only
+            out.append(_Line(len(_WORD_RE.findall(text)), []))
+            continue
         count = 0
         hits: list[tuple[int, int, int]] = []
         for start, word in words(text):

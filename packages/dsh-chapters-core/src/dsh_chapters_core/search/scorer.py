@@ -15,6 +15,7 @@ the same corpus and query give the same list on every machine.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.search.aliases import EMPTY_ALIASES, AliasMap
+from dsh_chapters_core.search.curated import NO_RANK_FACTS, RankFacts
 from dsh_chapters_core.search.entries import SearchEntry, date_key, entry_from_document
 from dsh_chapters_core.search.passages import (
     NO_BODY_MATCH,
@@ -88,6 +90,7 @@ def rank_entries(
     now_hint: str = "",
     text: str = "",
     stats: BodyStats | None = None,
+    facts: RankFacts = NO_RANK_FACTS,
 ) -> tuple[ScoredEntry, ...]:
     """Every entry that matches at least one query term, best first (total, stable order).
 
@@ -120,6 +123,9 @@ def rank_entries(
     now = date_key(now_hint) if now_hint else 0.0
     half_life = config.search_recency_half_life_days * _SECONDS_PER_DAY
     out: list[ScoredEntry] = []
+    weights = facts.topic_weights
+    label_terms = {label: frozenset(aliases.label_terms(label)) for label in weights}
+    grouped: dict[str, SearchEntry] = {}  # unmatched entries a `group` fact may lift
     for item in entries:
         entry = (
             item if isinstance(item, SearchEntry) else entry_from_document(item, aliases=aliases)
@@ -136,6 +142,8 @@ def rank_entries(
             and wanted.isdisjoint(t_cat)
             and body.anchor is None
         ):
+            if facts.groups:
+                grouped[entry.path] = entry
             continue  # §8: a fresh file that matched no term never ranks
         topic = title = summary = 0
         category = False
@@ -150,7 +158,15 @@ def rank_entries(
                 category = True
         core = w_core if is_core_rule(entry, core_rule_ids) else 0.0
         # One fixed expression, one fixed order: the same float on every machine.
-        score = topic * w_topic + title * w_title + summary * w_summary
+        if weights and topic:  # §10.1 topic-weight: a hit on a weighted topic scales
+            weighted = 0.0
+            for term in terms:
+                if term in t_topic:
+                    weighted += max((weights.get(lb, 1.0) for lb in entry.topics
+                                     if term in label_terms.get(lb, ())), default=1.0)
+            score = weighted * w_topic + title * w_title + summary * w_summary
+        else:
+            score = topic * w_topic + title * w_title + summary * w_summary
         if category:
             score += w_category
         score = round(score + core, 9)
@@ -162,5 +178,32 @@ def rank_entries(
             recency = math.pow(2.0, -age / half_life)
         out.append(ScoredEntry(score, entry, topic, title, summary, category, core, recency,
                                body.score, body.anchor))
+    if facts.groups:
+        out = _lift_groups(out, grouped, facts, config.search_group_share)
     out.sort(key=lambda s: (-s.score, -s.entry.date_key, s.entry.path))
     return tuple(out)
+
+
+def _lift_groups(scored: list[ScoredEntry], unmatched: dict[str, SearchEntry], facts: RankFacts,
+                 share: float) -> list[ScoredEntry]:
+    """§10.1 group: every member of a group with a matched member ranks at least at `share`
+    of the best member's score."""
+    from dsh_chapters_core.search.index import document_identity  # index imports the scorer
+
+    best: dict[tuple[str, ...], float] = {}
+    for s in scored:
+        for members in facts.groups_of(document_identity(s.entry.path)):
+            best[members] = max(best.get(members, 0.0), s.score)
+    if not best:
+        return scored
+    out = []
+    for s in scored:
+        lift = max((round(share * best[m], 9) for m in facts.groups_of(
+            document_identity(s.entry.path)) if m in best), default=0.0)
+        out.append(dataclasses.replace(s, score=lift) if lift > s.score else s)
+    for entry in unmatched.values():
+        lift = max((round(share * best[m], 9) for m in facts.groups_of(
+            document_identity(entry.path)) if m in best), default=0.0)
+        if lift > 0:
+            out.append(ScoredEntry(lift, entry))
+    return out

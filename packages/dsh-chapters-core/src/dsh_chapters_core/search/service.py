@@ -32,6 +32,7 @@ from dsh_chapters_core.ports.search import DerivedTree, DocumentReader, SearchCa
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.rules import RuleStatus, effective_statuses
 from dsh_chapters_core.search.aliases import slugify
+from dsh_chapters_core.search.curated import RankFacts, rank_facts
 from dsh_chapters_core.search.entries import SearchEntry, entry_from_document, make_entry
 from dsh_chapters_core.search.index import (
     INDEX_DIR,
@@ -96,6 +97,7 @@ class SearchRequest:
     topic: str = ""
     cross_project: bool = False
     project_key: str = ""  # the caller's; "" searches every project
+    snippets: bool = True  # each match's anchor line (`--no-snippets` drops it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +210,7 @@ class SearchService:
             if ranking.ranked:
                 return pack_results(ranking.ranked, max_tokens=max_tokens, config=self.config,
                                     door=str(door.name), path_prefix=door.prefix,
-                                    total=ranking.total)
+                                    total=ranking.total, snippets=request.snippets)
             rankings.append(ranking)
         documents = sum(r.documents for r in rankings)
         first = self.doors[0] if self.doors else None
@@ -263,6 +265,9 @@ class SearchService:
             total = plain_total
         else:
             entries = stitch_fragments(scan_entries(door, curation))
+        facts = rank_facts(curation.log.facts, aliases)
+        if facts.groups and not topic:
+            entries = [*entries, *self._group_siblings(door, list(entries), facts, curation)]
         if scope:
             entries = [e for e in entries if e.project_key in (scope, "")]
         if words and stats is None:  # the plain scan or a shard: stats of the whole door
@@ -270,7 +275,7 @@ class SearchService:
                      body_stats((e.body for e in scan_entries(door, curation)), words))
         ranked = rank_entries(entries, terms, config=self.config, aliases=aliases,
                               core_rule_ids=core_rule_ids, now_hint=self.clock_now(),
-                              text=query if words else "", stats=stats)
+                              text=query if words else "", stats=stats, facts=facts)
         if total is None:
             total = len(ranked)
         else:  # the cache counted plain matches; stitched spans are counted here
@@ -322,6 +327,21 @@ class SearchService:
                      if p.rsplit("/", 1)[0] in sessions and p not in paths]
             members += [e for e in load_entries(door, extra, curation) if is_legacy_fragment(e)]
         return list(stitch_fragments(members))
+
+    def _group_siblings(self, door: SearchDoor, entries: list[SearchEntry], facts: RankFacts,
+                        curation: Curation) -> list[SearchEntry]:
+        """Members of `group` facts that are not candidates yet (a group lifts its members
+        even when only one matched). Store layout: `<session>/chapters/<file>`."""
+        if door.layout is not DoorLayout.STORE:
+            return []
+        have = {e.path for e in entries}
+        wanted = sorted({f"{sid}/chapters/{name}" for _, members in facts.groups
+                         for sid, _, name in (m.partition("/") for m in members)} - have)
+        if not wanted:
+            return []
+        if door.cache is not None:
+            return door.cache.by_paths(wanted)
+        return load_entries(door, [p for p in wanted if door.tree.exists(p)], curation)
 
     def _document_count(self, door: SearchDoor) -> int:
         if door.cache is not None:

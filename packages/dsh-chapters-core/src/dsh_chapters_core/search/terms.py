@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 # A word: alphanumeric runs joined by one of `._-/:` (never ending on a joint).
 _WORD = re.compile(r"[^\W_]+(?:[._\-/:][^\W_]+)*")
+WORD_PATTERN = _WORD
 _JOINT = re.compile(r"[._\-/:]")
 # camelCase humps: `repoName` -> repo, Name; `HTTPServer` -> HTTP, Server; `v2Api` -> v2, Api.
 _HUMP = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+[a-z]*")
@@ -27,9 +28,17 @@ _NUMERIC = re.compile(r"^[0-9][0-9.]*$")
 
 # Function words a question is typed with; they carry no evidence of where the answer is.
 # Only the query drops them (the body keeps every word, so phrases stay adjacent).
-STOPWORDS = frozenset(
-    ["a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "my", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours"]
-)
+STOPWORDS = frozenset((
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
+    "doing", "done", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "my", "no",
+    "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over",
+    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "would", "you", "your", "yours",
+))
 
 
 def stem(word: str) -> str:

@@ -172,11 +172,27 @@ def run_show(args: argparse.Namespace, inv: Invocation) -> int:
     relpath = resolve_chapter(app, args.id, inv.cwd)
     text = app.store.read_text(relpath)
     prefix = app.store_dir()
+    if args.line is not None:  # a search anchor's line: open the chapter there (search.md)
+        text, first = _from_line(text, args.line, app.config.artifact_read_default_lines)
+        if inv.json:
+            inv.emit({"path": f"{prefix}/{relpath}", "line": first, "text": text})
+        else:
+            inv.stdout.write(text)
+        return 0
     if inv.json:
         inv.emit({"path": f"{prefix}/{relpath}", "text": text})
     else:
         inv.stdout.write(text)
     return 0
+
+
+def _from_line(text: str, line: int, count: int) -> tuple[str, int]:
+    """`count` lines of `text` from 1-based `line`."""
+    lines = text.splitlines(keepends=True)
+    if line < 1 or line > len(lines):
+        raise UsageError(f"--line {line} is outside the chapter (lines 1..{len(lines)})",
+                         hint="pass a line from a search anchor (`L<line>:`)")
+    return "".join(lines[line - 1:line - 1 + count]), line
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,4 +235,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "show", parents=[common], help="print one chapter",
         description="Print a chapter. ID is a path, a store path, <session>/<NNN> or NNN.")
     show.add_argument("id", metavar="ID|PATH", help="which chapter")
+    show.add_argument("--line", type=int, default=None, metavar="L",
+                      help="open at this 1-based line (a search anchor's L<line>), "
+                           "printing artifactReadDefaultLines lines")
     show.set_defaults(run=run_show)

@@ -37,7 +37,10 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
     try:
         answer = search_answer(app, SearchRequest(
             query=query, max_tokens=args.max_tokens, topic=args.topic or "",
-            cross_project=args.cross_project, project_key=app.identity.project_key))
+            cross_project=args.cross_project, project_key=app.identity.project_key,
+            snippets=not args.no_snippets), on_rebuilt=lambda report: inv.stderr.write(
+                f"search: {report.door} index was missing or unreadable, rebuilt "
+                f"({report.update.manifest.documents} documents)\n"))
     except EmptyQueryError as exc:
         raise UsageError(exc.message, hint='chapters search "<query>" [--topic T]') from None
     text = answer.text()
@@ -92,15 +95,19 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     search = subparsers.add_parser(
         "search", parents=[common], help="find past chapters, plans and rules",
         description="Rank every chapter, plan and rule of this project with one deterministic "
-                    "scorer (topic hits x2, title and summary x1, category +1.5) and print "
-                    "`score | date | kind | title | path (topics: ...)` lines packed to "
-                    "--max-tokens. Answers from the pool mirror when it exists, else the store.")
+                    "scorer (topic hits x2, title and summary x1, category +1.5, plus the "
+                    "body's best passage by BM25) and print "
+                    "`score | date | kind | title | path (topics: ...)` lines, each with an "
+                    "`    L<line>: <snippet>` anchor, packed to --max-tokens. Answers from the "
+                    "pool mirror when it exists, else the store.")
     search.add_argument("query", nargs="*", help="words to look for")
     search.add_argument("--max-tokens", type=int, default=None, metavar="N",
                         help="the answer's token budget (default: searchDefaultMaxTokens, 400)")
     search.add_argument("--topic", metavar="T", help="read one whole topic shard")
     search.add_argument("--cross-project", action="store_true",
                         help="search every project in the pool, not just this one")
+    search.add_argument("--no-snippets", action="store_true",
+                        help="leave out each match's `    L<line>: …` anchor line")
     search.set_defaults(run=run_search)
 
     index = subparsers.add_parser(

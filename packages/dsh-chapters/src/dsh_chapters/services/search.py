@@ -6,6 +6,7 @@ One path for every caller: `chapters search`, the MCP `chapters_search` and the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsh_chapters_core.curation import CurationFact
@@ -38,14 +39,18 @@ def check_query(query: str, topic: str) -> None:
                               hint="pass words to look for, or a topic name")
 
 
-def search_answer(app: App, request: SearchRequest) -> SearchAnswer:
+def search_answer(app: App, request: SearchRequest, *,
+                  on_rebuilt: Callable[[RefreshReport], object] | None = None) -> SearchAnswer:
     """Bring each door's index up to date (O(delta): only new or changed files are read),
-    then rank with the one scorer and pack to the request's budget."""
+    then rank with the one scorer and pack to the request's budget. `on_rebuilt` hears of a
+    door whose index was missing, corrupt or of an older schema and was rebuilt."""
     check_query(request.query, request.topic)
     service = app.open_search()
     try:
         for door in service.doors:
-            service.bring_current(door)
+            report = service.bring_current(door)  # a walk of stats; reads only what changed
+            if report is not None and report.update.rebuilt and on_rebuilt is not None:
+                on_rebuilt(report)
         return service.search(request)
     finally:
         service.close()

@@ -1,0 +1,76 @@
+"""Layer 2 of the index (§10.2): topic shards and the build manifest, derived and incremental.
+
+Split along its seams: `layout` (where inputs are, document identity, the split tree),
+`manifest` (curation, records, the manifest, shards) and `update` (O(delta) updates and
+rebuilds). This package re-exports their public names, so callers import from one place.
+"""
+
+from dsh_chapters_core.search.index.layout import (
+    INDEX_DIR,
+    DoorLayout,
+    SplitTree,
+    document_identity,
+    document_prefixes,
+    is_document_path,
+    list_documents,
+    path_project,
+    path_session,
+    scan_documents,
+)
+from dsh_chapters_core.search.index.manifest import (
+    MANIFEST_PATH,
+    MANIFEST_VERSION,
+    Curation,
+    IndexManifest,
+    IndexRecord,
+    canonical_topics,
+    edits_paths,
+    kind_of,
+    load_manifest,
+    manifest_key,
+    normalize_document,
+    read_curation,
+    recency_hint,
+    record_of,
+    record_topic_sets,
+    render_shard,
+    shard_member_paths,
+    shard_path,
+    shard_rows,
+)
+from dsh_chapters_core.search.index.update import IndexUpdate, index_is_current, update_index
+
+__all__ = [
+    "INDEX_DIR",
+    "MANIFEST_PATH",
+    "MANIFEST_VERSION",
+    "Curation",
+    "DoorLayout",
+    "IndexManifest",
+    "IndexRecord",
+    "IndexUpdate",
+    "SplitTree",
+    "canonical_topics",
+    "document_identity",
+    "document_prefixes",
+    "edits_paths",
+    "index_is_current",
+    "is_document_path",
+    "kind_of",
+    "list_documents",
+    "load_manifest",
+    "manifest_key",
+    "normalize_document",
+    "path_project",
+    "path_session",
+    "read_curation",
+    "recency_hint",
+    "record_of",
+    "record_topic_sets",
+    "render_shard",
+    "scan_documents",
+    "shard_member_paths",
+    "shard_path",
+    "shard_rows",
+    "update_index",
+]

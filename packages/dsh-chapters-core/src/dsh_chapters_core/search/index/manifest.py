@@ -1,0 +1,383 @@
+"""What the index derives (§10.2): the curation facts it is built under, one record per
+input, the build manifest kept as its lines, and the topic shards rendered from records.
+
+- `index/<topic-slug>.md`: one shard per canonical topic. A header line (topic, count,
+  last-updated) then `date | title | path | (kind) | recency-hint` lines sorted by path. Every
+  byte is a function of the corpus and the curation facts (never of the clock or the machine):
+  last-updated is the newest date in the shard and the recency hint is an age against it.
+- `index/manifest.json`: per input file the content hash processed, and what the shards need
+  from it, plus the hash of every shard. One input a line, so git diffs stay readable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_chapters_core.curation import FactLog, FactType, merge_logs
+from dsh_chapters_core.documents import Document, DocumentKind
+from dsh_chapters_core.pool_layout import (
+    CURATION_FILE,
+)
+from dsh_chapters_core.ports.store import FileTree
+from dsh_chapters_core.search.aliases import AliasMap, slugify
+from dsh_chapters_core.search.index.layout import (
+    INDEX_DIR,
+    DoorLayout,
+    document_identity,
+    path_project,
+    path_session,
+)
+
+MANIFEST_PATH = "index/manifest.json"
+MANIFEST_VERSION = 2
+_KEY_LINE = re.compile(rb'"key": "([0-9a-f]{64})"')
+# A file name must stay under the filesystem's 255-byte limit; longer slugs get a digest tail.
+_SLUG_FILE_BYTES = 120
+
+
+@dataclass(frozen=True, slots=True)
+class Curation:
+    """Every machine's facts under a door, and what the index derives from them."""
+
+    log: FactLog
+    digests: tuple[tuple[str, str], ...]  # (harness id, sha256 of its edits file)
+    aliases: AliasMap
+    pins: tuple[tuple[str, tuple[str, ...]], ...]  # (document identity, pinned canonical topics)
+
+    @property
+    def key(self) -> str:
+        """What shards depend on: the alias table and the pins (not notes, not rule status)."""
+        text = self.aliases.key + "\n" + json.dumps(self.pins, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def pins_of(self, path: str) -> tuple[str, ...]:
+        return dict(self.pins).get(document_identity(path), ())
+
+
+def edits_paths(tree: FileTree) -> list[str]:
+    return [p for p in tree.list("edits/")
+            if p.count("/") == 2 and p.endswith("/" + CURATION_FILE)]
+
+
+def read_curation(tree: FileTree) -> Curation:
+    """Parse `edits/*/curation.jsonl`; malformed lines are skipped and counted (§10.1)."""
+    texts: dict[str, str] = {}
+    digests: list[tuple[str, str]] = []
+    for path in edits_paths(tree):
+        harness = path.split("/")[1]
+        data = tree.read(path)
+        texts[harness] = data.decode("utf-8", errors="replace")
+        digests.append((harness, hashlib.sha256(data).hexdigest()))
+    log = merge_logs(texts)
+    aliases = AliasMap.from_facts(log.facts)
+    pinned: dict[str, set[str]] = {}
+    for fact in log.facts:
+        if fact.type is FactType.TOPIC_PIN:
+            topic = aliases.canonical(str(fact.get("topic", "")))
+            target = str(fact.get("path", ""))
+            if topic and target:
+                pinned.setdefault(document_identity(target), set()).add(topic)
+    pins = tuple(sorted((k, tuple(sorted(v))) for k, v in pinned.items()))
+    return Curation(log=log, digests=tuple(sorted(digests)), aliases=aliases, pins=pins)
+
+
+# ---------------------------------------------------------------------------------------------
+# The manifest
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRecord:
+    """What the index keeps of one input: enough to render its shard lines without a re-read."""
+
+    path: str
+    sha256: str
+    kind: str = ""  # "" marks a file that did not parse (skipped, counted, not re-read)
+    title: str = ""
+    date: str = ""
+    project: str = ""
+    topics: tuple[str, ...] = ()  # slugified labels as the file has them (before aliases)
+    line: str = field(default="", compare=False, repr=False)  # its manifest line, when read
+
+    @property
+    def skipped(self) -> bool:
+        return not self.kind
+
+    def manifest_line(self) -> str:
+        """`"<path>": {…}`: one input a line, keys sorted (the same bytes on every machine)."""
+        return self.line or (
+            f"{json.dumps(self.path, ensure_ascii=False)}: "
+            f"{json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"date": self.date, "kind": self.kind, "project": self.project,
+                "sha256": self.sha256, "title": self.title, "topics": list(self.topics)}
+
+
+def normalize_document(layout: DoorLayout, path: str, doc: Document) -> Document:
+    """The door decides a document's path and, in the mirror, its project (the directory)."""
+    project = path_project(layout, path) or doc.project_key
+    session = doc.session_id or path_session(layout, path)
+    if doc.path == path and doc.project_key == project and doc.session_id == session:
+        return doc
+    return dataclasses.replace(doc, path=path, project_key=project, session_id=session)
+
+
+def record_of(path: str, sha: str, doc: Document | None) -> IndexRecord:
+    if doc is None:
+        return IndexRecord(path=path, sha256=sha)
+    topics = tuple(dict.fromkeys(s for s in (slugify(t) for t in doc.topics) if s))
+    return IndexRecord(path=path, sha256=sha, kind=str(doc.kind), title=" ".join(doc.title.split()),
+                       date=doc.date, project=doc.project_key, topics=topics)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexManifest:
+    """The build manifest, kept as its lines: an update patches the lines it touches and never
+    parses the rest, so its cost follows the delta, not the corpus."""
+
+    lines: tuple[str, ...] = ()  # the inputs section: one record a line, sorted by path
+    edits: tuple[tuple[str, str], ...] = ()
+    shards: Mapping[str, str] = field(default_factory=dict)  # shard path -> sha256
+    curation: str = ""  # Curation.key the shards were built under
+    documents: int = 0  # inputs that parsed as documents
+    key: str = ""
+    text: str = field(default="", compare=False, repr=False)  # body(), once computed
+
+    @classmethod
+    def of(cls, records: Mapping[str, IndexRecord], *, edits: tuple[tuple[str, str], ...],
+           shards: Mapping[str, str], curation: str) -> IndexManifest:
+        lines = tuple(records[p].manifest_line() for p in sorted(records))
+        documents = sum(1 for r in records.values() if not r.skipped)
+        return cls(lines, edits, dict(shards), curation, documents).with_key()
+
+    @property
+    def inputs(self) -> dict[str, IndexRecord]:
+        """Every record, parsed now (O(N): for rebuilds, the vocabulary and reports)."""
+        if not self.lines:
+            return {}
+        data = json.loads("{" + ",".join(self.lines) + "}")
+        return {path: _record(path, r, line)
+                for (path, r), line in zip(data.items(), self.lines, strict=True)}
+
+    def find(self, path: str) -> tuple[int, IndexRecord | None]:
+        """Binary search: the line index where `path` is or would go, and its record."""
+        lo, hi = 0, len(self.lines)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _line_path(self.lines[mid]) < path:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(self.lines) and _line_path(self.lines[lo]) == path:
+            line = self.lines[lo]
+            data = json.loads("{" + line + "}")
+            return lo, _record(path, data[path], line)
+        return lo, None
+
+    def patched(self, changes: Mapping[str, IndexRecord | None], *,
+                edits: tuple[tuple[str, str], ...], shards: Mapping[str, str],
+                documents: int) -> IndexManifest:
+        """These records replaced, added (a record) or dropped (None); everything else as is."""
+        if (not changes and edits == self.edits and dict(shards) == dict(self.shards)
+                and documents == self.documents):
+            return self  # nothing moved: no re-serialization, no re-hash
+        spots = sorted((*self.find(path)[:1], path) for path in changes)
+        lines: list[str] = []
+        at = 0
+        for index, path in spots:
+            lines.extend(self.lines[at:index])
+            present = index < len(self.lines) and _line_path(self.lines[index]) == path
+            new = changes[path]
+            if new is not None:
+                lines.append(new.manifest_line())
+            at = max(at, index + (1 if present else 0))
+        lines.extend(self.lines[at:])
+        return IndexManifest(tuple(lines), edits, dict(shards), self.curation,
+                             documents).with_key()
+
+    def body(self) -> str:
+        """Everything but the key line; the key is the sha256 of this text."""
+        if self.text:
+            return self.text
+        parts = [f'"curation": {json.dumps(self.curation)},',
+                 f'"documents": {self.documents},',
+                 f'"edits": {json.dumps(dict(self.edits), sort_keys=True)},',
+                 '"inputs": {']
+        parts.append(",\n".join(self.lines))
+        parts.append("},")
+        parts.append('"shards": {')
+        parts.append(",\n".join(f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
+                                for p, s in sorted(self.shards.items())))
+        parts.append("},")
+        parts.append(f'"version": {MANIFEST_VERSION}')
+        return "\n".join(part for part in parts if part) + "\n"
+
+    def with_key(self) -> IndexManifest:
+        body = self.body()
+        key = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        return IndexManifest(self.lines, self.edits, self.shards, self.curation, self.documents,
+                             key, body)
+
+    def dump(self) -> bytes:
+        return (f'{{\n"key": "{self.key}",\n' + self.body() + "}\n").encode("utf-8")
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _line_path(line: str) -> str:
+    path = _DECODER.raw_decode(line)[0]
+    return path if isinstance(path, str) else ""
+
+
+def _record(path: str, r: Mapping[str, Any], line: str = "") -> IndexRecord:
+    return IndexRecord(path, r["sha256"], r["kind"], r["title"], r["date"], r["project"],
+                       tuple(r["topics"]), line)
+
+
+def load_manifest(tree: FileTree) -> IndexManifest | None:
+    """The manifest as lines, or None if it is missing, unreadable or not what its key says
+    (then the update is a rebuild). Only the small sections are parsed here."""
+    if not tree.exists(MANIFEST_PATH):
+        return None
+    raw = tree.read(MANIFEST_PATH)
+    try:
+        text = raw.decode("utf-8")
+        head, _, rest = text.partition("\n")
+        key_line, _, rest = rest.partition("\n")
+        match = _KEY_LINE.fullmatch(key_line.rstrip(",").encode("ascii"))
+        if head != "{" or match is None or not rest.endswith("}\n"):
+            return None
+        body = rest[:-2]
+        key = match.group(1).decode("ascii")
+        if hashlib.sha256(body.encode("utf-8")).hexdigest() != key:
+            return None  # hand-edited or torn: derived, so rebuild rather than trust it
+        lines = body.split("\n")
+        if (len(lines) < 9 or lines[3] != '"inputs": {'
+                or lines[-2] != f'"version": {MANIFEST_VERSION}' or lines[-1] != ""):
+            return None
+        head_data = json.loads("{" + "".join(lines[:3]).rstrip(",") + "}")
+        end_inputs = lines.index("},", 4)
+        inputs = tuple(line.removesuffix(",") for line in lines[4:end_inputs])
+        if lines[end_inputs + 1] != '"shards": {':
+            return None
+        end_shards = lines.index("},", end_inputs + 2)
+        shards = json.loads("{" + "".join(lines[end_inputs + 2:end_shards]) + "}")
+        return IndexManifest(
+            lines=inputs,
+            edits=tuple(sorted((str(k), str(v)) for k, v in head_data["edits"].items())),
+            shards={str(k): str(v) for k, v in shards.items()},
+            curation=str(head_data["curation"]),
+            documents=int(head_data["documents"]),
+            key=key,
+            text=body,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeError):
+        return None
+
+
+def manifest_key(tree: FileTree) -> str:
+    """The manifest's key from its first line, without parsing the whole file."""
+    if not tree.exists(MANIFEST_PATH):
+        return ""
+    match = _KEY_LINE.search(tree.read(MANIFEST_PATH)[:200])
+    return match.group(1).decode("ascii") if match else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Shards
+
+
+def shard_path(topic: str) -> str:
+    slug = topic
+    if len(slug.encode("utf-8")) > _SLUG_FILE_BYTES:
+        digest = hashlib.sha256(slug.encode("utf-8")).hexdigest()[:12]
+        slug = slug.encode("utf-8")[:_SLUG_FILE_BYTES - 13].decode("utf-8", "ignore") + "-" + digest
+    return f"{INDEX_DIR}{slug}.md"
+
+
+def _day(date: str) -> int | None:
+    """The proleptic ordinal of an ISO date's day, or None."""
+    try:
+        return dt.date.fromisoformat(date[:10]).toordinal()
+    except ValueError:
+        return None
+
+
+def recency_hint(date: str, newest: str) -> str:
+    """Age against the shard's newest entry (a pure function of the shard, never the clock)."""
+    then, last = _day(date), _day(newest)
+    if then is None or last is None:
+        return "-"
+    return _age(max(0, last - then))
+
+
+def _age(days: int) -> str:
+    if days < 14:
+        return f"{days}d"
+    if days < 60:
+        return f"{days // 7}w"
+    if days < 730:
+        return f"{days // 30}mo"
+    return f"{days // 365}y"
+
+
+def render_shard(topic: str, records: Iterable[IndexRecord]) -> bytes:
+    rows = sorted(records, key=lambda r: r.path)
+    days = [_day(r.date) for r in rows]
+    known = [(d, r.date[:10]) for d, r in zip(days, rows, strict=True) if d is not None]
+    newest_day, newest = max(known) if known else (None, "")
+    lines = [f"# topic: {topic} · count: {len(rows)} · last-updated: {newest or '-'}"]
+    for r, d in zip(rows, days, strict=True):
+        date = r.date[:10] if r.date else "-"
+        hint = "-" if d is None or newest_day is None else _age(max(0, newest_day - d))
+        lines.append(f"{date} | {r.title} | {r.path} | ({r.kind}) | {hint}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def shard_rows(data: bytes) -> list[IndexRecord]:
+    """A shard's lines back as records: all `render_shard` needs to render them again."""
+    rows: list[IndexRecord] = []
+    for line in data.decode("utf-8", errors="replace").splitlines()[1:]:
+        fields = line.split(" | ")
+        if len(fields) >= 5:
+            date = "" if fields[0] == "-" else fields[0]
+            kind = fields[-2].removeprefix("(").removesuffix(")")
+            rows.append(IndexRecord(fields[-3], "", kind, " | ".join(fields[1:-3]), date))
+    return rows
+
+
+def shard_member_paths(data: bytes) -> list[str]:
+    """The paths a shard lists (the topic filter reads a whole shard, §8.1)."""
+    paths: list[str] = []
+    for line in data.decode("utf-8", errors="replace").splitlines()[1:]:
+        fields = line.split(" | ")
+        if len(fields) >= 5:
+            paths.append(fields[-3])
+    return paths
+
+
+def canonical_topics(record: IndexRecord, curation: Curation) -> tuple[str, ...]:
+    lookup = curation.aliases.lookup
+    topics = {lookup.get(t, t) for t in record.topics}
+    topics.update(curation.pins_of(record.path))
+    return tuple(sorted(topics))
+
+
+def record_topic_sets(manifest: IndexManifest, curation: Curation) -> list[tuple[str, ...]]:
+    """Canonical topics of every parsed input (the vocabulary's co-occurrence input)."""
+    return [canonical_topics(r, curation) for r in manifest.inputs.values() if not r.skipped]
+
+
+def kind_of(record: IndexRecord) -> DocumentKind | None:
+    try:
+        return DocumentKind(record.kind)
+    except ValueError:
+        return None

@@ -1,0 +1,366 @@
+"""Bringing the index up to date (§10.2): O(delta) updates and byte-identical rebuilds.
+
+An update reads only new or changed inputs (O(delta)); a full rebuild reads everything and
+gives byte-identical files: both render shards from the same records with the same function.
+A derived file found divergent (hand-edited, or a different build pulled) is re-rendered,
+never merged (§3.3, §5.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from dsh_chapters_core.documents import Document
+from dsh_chapters_core.ports.search import DerivedTree, DocumentReader
+from dsh_chapters_core.search.index.layout import (
+    INDEX_DIR,
+    NOT_INPUT_TOKENS,
+    DoorLayout,
+    is_document_path,
+    scan_documents,
+)
+from dsh_chapters_core.search.index.manifest import (
+    MANIFEST_PATH,
+    Curation,
+    IndexManifest,
+    IndexRecord,
+    canonical_topics,
+    edits_paths,
+    load_manifest,
+    normalize_document,
+    read_curation,
+    record_of,
+    render_shard,
+    shard_path,
+    shard_rows,
+)
+from dsh_chapters_core.search.vocabulary import VOCABULARY_PATH, vocabulary_document
+
+
+@dataclass(frozen=True, slots=True)
+class IndexUpdate:
+    manifest: IndexManifest
+    curation: Curation
+    rebuilt: bool
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # inputs that did not parse as documents
+    shards_written: tuple[str, ...] = ()
+    shards_removed: tuple[str, ...] = ()
+    divergent: tuple[str, ...] = ()  # derived files found divergent and re-rendered
+    loaded: tuple[tuple[Document, str], ...] = ()  # (document, sha256) of what was read
+    prior_key: str = ""  # the manifest key before this update ("" on a rebuild)
+    fingerprints: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def shard_count(self) -> int:
+        return len(self.manifest.shards)
+
+
+def update_index(
+    tree: DerivedTree,
+    *,
+    layout: DoorLayout,
+    reader: DocumentReader,
+    fingerprints: Mapping[str, str] | None = None,
+    rebuild: bool = False,
+    changed: Iterable[str] | None = None,
+) -> IndexUpdate:
+    """Bring `index/` and `topics/vocabulary.json` up to date under `tree`'s root.
+
+    `fingerprints` are the machine-local change tokens of the last update (path -> token);
+    an input whose token is unchanged is not read. `changed` narrows the scan to paths a
+    caller knows it wrote (archive, copy-in); without it every document path is walked.
+    `rebuild` ignores the manifest: the recovery path, byte-identical to incremental.
+
+    The delta path reads only changed inputs and the shards of their topics, and patches the
+    manifest's lines; anything it cannot vouch for (facts changed, a shard found divergent,
+    tokens from another build) falls back to the full derivation from the manifest.
+    """
+    curation = read_curation(tree)
+    prior = None if rebuild else load_manifest(tree)
+    if prior is not None and prior.curation == curation.key and fingerprints:
+        delta = _update_delta(tree, layout, reader, prior, curation, dict(fingerprints),
+                              None if changed is None else list(changed))
+        if delta is not None:
+            return delta
+    return _update_full(tree, layout, reader, prior, curation, fingerprints, changed)
+
+
+@dataclass
+class _Reads:
+    """What reading the candidates found (mutable bookkeeping of one update)."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    loaded: list[tuple[Document, str]] = field(default_factory=list)
+
+
+def _read_candidate(tree: DerivedTree, layout: DoorLayout, reader: DocumentReader, path: str,
+                    old: IndexRecord | None, reads: _Reads) -> IndexRecord | None:
+    """The new record of a changed input, or None if its bytes are what the manifest has."""
+    data = tree.read(path)
+    sha = hashlib.sha256(data).hexdigest()
+    if old is not None and old.sha256 == sha:
+        return None
+    parsed = reader.parse(path, data)
+    doc = normalize_document(layout, path, parsed) if parsed is not None else None
+    if doc is None:
+        reads.skipped.append(path)
+    else:
+        # Kept for the search cache: only what an entry is built from (bounded memory).
+        reads.loaded.append((dataclasses.replace(
+            doc, extra=(), messages=(), sha256="", body_sha256=""), sha))
+    (reads.added if old is None else reads.updated).append(path)
+    return record_of(path, sha, doc)
+
+
+def _update_delta(
+    tree: DerivedTree,
+    layout: DoorLayout,
+    reader: DocumentReader,
+    prior: IndexManifest,
+    curation: Curation,
+    tokens: dict[str, str],
+    changed: list[str] | None,
+) -> IndexUpdate | None:
+    if changed is None:
+        listed = scan_documents(tree, layout)
+        known = [p for p in tokens if not p.startswith(NOT_INPUT_TOKENS)]
+        if len(known) != len(prior.lines):
+            return None  # these tokens are not from the build that wrote this manifest
+        removed = sorted(p for p in known if p not in listed)
+        candidates = {p: t for p, t in listed.items() if tokens.get(p) != t}
+    else:
+        wanted = sorted({p for p in changed if is_document_path(layout, p)})
+        current = {p: tree.fingerprint(p) for p in wanted}
+        removed = [p for p in wanted if not current[p]]
+        candidates = {p: t for p, t in current.items() if t and tokens.get(p) != t}
+
+    reads = _Reads()
+    changes: dict[str, IndexRecord | None] = {}
+    old_records: dict[str, IndexRecord] = {}
+    for path, token in candidates.items():
+        _, old = prior.find(path)
+        new = _read_candidate(tree, layout, reader, path, old, reads)
+        tokens[path] = token
+        if new is not None:
+            changes[path] = new
+            if old is not None:
+                old_records[path] = old
+    for path in removed:
+        _, old = prior.find(path)
+        tokens.pop(path, None)
+        if old is not None:
+            changes[path] = None
+            old_records[path] = old
+
+    affected: set[str] = set()
+    for old in old_records.values():
+        if not old.skipped:
+            affected.update(canonical_topics(old, curation))
+    for new in changes.values():
+        if new is not None and not new.skipped:
+            affected.update(canonical_topics(new, curation))
+
+    divergent: list[str] = []
+    for shard, sha in prior.shards.items():
+        token = tree.fingerprint(shard)
+        if token and tokens.get(shard) == token:
+            continue
+        if not token or tree.digest(shard) != sha:
+            return None  # §3.3: a divergent shard is re-derived from every record (full path)
+        tokens[shard] = token
+
+    shards = dict(prior.shards)
+    written: list[str] = []
+    for topic in sorted(affected):
+        path = shard_path(topic)
+        rows: dict[str, IndexRecord] = {}
+        if path in prior.shards:
+            rows = {r.path: r for r in shard_rows(tree.read(path))}
+        for touched in changes:
+            rows.pop(touched, None)
+        for touched, new in changes.items():
+            if new is not None and not new.skipped and topic in canonical_topics(new, curation):
+                rows[touched] = new
+        if not rows:
+            shards.pop(path, None)
+            continue
+        data = render_shard(topic, rows.values())
+        shards[path] = hashlib.sha256(data).hexdigest()
+        if shards[path] != prior.shards.get(path) or not tree.exists(path):
+            tree.write(path, data)
+            written.append(path)
+        tokens[path] = tree.fingerprint(path)
+    removed_shards = _drop_strays(tree, shards, tokens, divergent, prior)
+
+    gone = sum(1 for r in old_records.values() if not r.skipped)
+    came = sum(1 for r in changes.values() if r is not None and not r.skipped)
+    manifest = prior.patched(changes, edits=curation.digests, shards=shards,
+                             documents=prior.documents - gone + came)
+    return _finish(tree, prior, manifest, curation, tokens, everything=False, reads=reads,
+                   removed=tuple(p for p in removed if p in old_records), written=written,
+                   removed_shards=removed_shards, divergent=divergent)
+
+
+def _update_full(
+    tree: DerivedTree,
+    layout: DoorLayout,
+    reader: DocumentReader,
+    prior: IndexManifest | None,
+    curation: Curation,
+    fingerprints: Mapping[str, str] | None,
+    changed: Iterable[str] | None,
+) -> IndexUpdate:
+    """Every shard derived from every record: the recovery path, and the path after the
+    curation facts changed. Inputs whose bytes the manifest already has are not re-parsed."""
+    tokens: dict[str, str] = dict(fingerprints or {}) if prior is not None else {}
+    records: dict[str, IndexRecord] = prior.inputs if prior is not None else {}
+    if changed is None or prior is None:
+        listed = scan_documents(tree, layout)  # one walk: paths and their change tokens
+        removed = sorted(p for p in records if p not in listed)
+        candidates: Mapping[str, str] = listed
+    else:
+        wanted = sorted({p for p in changed if is_document_path(layout, p)})
+        current = {p: tree.fingerprint(p) for p in wanted}
+        removed = [p for p in wanted if p in records and not current[p]]
+        candidates = {p: t for p, t in current.items() if t}
+
+    reads = _Reads()
+    for path, token in candidates.items():
+        old = records.get(path)
+        if old is not None and token and tokens.get(path) == token:
+            continue
+        new = _read_candidate(tree, layout, reader, path, old, reads)
+        tokens[path] = token
+        if new is not None:
+            records[path] = new
+    for path in removed:
+        records.pop(path)
+        tokens.pop(path, None)
+
+    divergent: list[str] = []
+    if prior is not None:
+        for shard, sha in prior.shards.items():
+            token = tree.fingerprint(shard)
+            if token and tokens.get(shard) != token and tree.digest(shard) != sha:
+                divergent.append(shard)  # §3.3: rebuilt below like every shard, never merged
+            elif not token:
+                divergent.append(shard)
+
+    members = _shard_members(records.values(), curation, None)
+    shards: dict[str, str] = {}
+    written: list[str] = []
+    for topic, rows in sorted(members.items()):
+        path = shard_path(topic)
+        data = render_shard(topic, rows)
+        sha = hashlib.sha256(data).hexdigest()
+        shards[path] = sha
+        token = tree.fingerprint(path)
+        same = prior is not None and prior.shards.get(path) == sha
+        if same and token and tokens.get(path) == token:
+            continue  # on disk as we last wrote it, and the same content
+        if not token or tree.digest(path) != sha:
+            tree.write(path, data)
+            written.append(path)
+            token = tree.fingerprint(path)
+        tokens[path] = token
+    removed_shards = _drop_strays(tree, shards, tokens, divergent, prior)
+    manifest = IndexManifest.of(records, edits=curation.digests, shards=shards,
+                                curation=curation.key)
+    return _finish(tree, prior, manifest, curation, tokens,
+                   everything=prior is None or prior.curation != curation.key, reads=reads,
+                   removed=tuple(removed), written=written, removed_shards=removed_shards,
+                   divergent=divergent)
+
+
+def _drop_strays(tree: DerivedTree, shards: Mapping[str, str], tokens: dict[str, str],
+                 divergent: list[str], prior: IndexManifest | None) -> list[str]:
+    """Remove shard files no build produced (or whose topic is gone)."""
+    removed: list[str] = []
+    for path in tree.list(INDEX_DIR):
+        if path.endswith(".md") and path.count("/") == 1 and path not in shards:
+            tree.remove(path)
+            tokens.pop(path, None)
+            removed.append(path)
+            if prior is not None and path not in prior.shards:
+                divergent.append(path)  # a stray shard no build produced
+    return sorted(removed)
+
+
+def _finish(tree: DerivedTree, prior: IndexManifest | None, manifest: IndexManifest,
+            curation: Curation, tokens: dict[str, str], *, everything: bool, reads: _Reads,
+            removed: tuple[str, ...], written: list[str], removed_shards: list[str],
+            divergent: list[str]) -> IndexUpdate:
+    if prior is None or prior.key != manifest.key or not tree.exists(MANIFEST_PATH):
+        tree.write(MANIFEST_PATH, manifest.dump())
+    tokens[MANIFEST_PATH] = tree.fingerprint(MANIFEST_PATH)
+    for path in edits_paths(tree):
+        tokens[path] = tree.fingerprint(path)
+    # topics/vocabulary.json is derived from the alias facts alone (§6.3).
+    token = tree.fingerprint(VOCABULARY_PATH)
+    if everything or not token or tokens.get(VOCABULARY_PATH) != token:
+        vocabulary = vocabulary_document(curation.aliases)
+        if not token or tree.digest(VOCABULARY_PATH) != hashlib.sha256(vocabulary).hexdigest():
+            tree.write(VOCABULARY_PATH, vocabulary)
+        tokens[VOCABULARY_PATH] = tree.fingerprint(VOCABULARY_PATH)
+    return IndexUpdate(
+        manifest=manifest,
+        curation=curation,
+        rebuilt=prior is None,
+        added=tuple(reads.added),
+        changed=tuple(reads.updated),
+        removed=removed,
+        skipped=tuple(reads.skipped),
+        shards_written=tuple(written),
+        shards_removed=tuple(removed_shards),
+        divergent=tuple(sorted(set(divergent))),
+        loaded=tuple(reads.loaded),
+        prior_key=prior.key if prior is not None else "",
+        fingerprints=tokens,
+    )
+
+
+def _shard_members(
+    records: Iterable[IndexRecord], curation: Curation, only: set[str] | None
+) -> dict[str, list[IndexRecord]]:
+    """Topic -> records, for every topic (`only` None) or just the affected ones."""
+    lookup = curation.aliases.lookup
+    pinned = dict(curation.pins)
+    members: dict[str, list[IndexRecord]] = {}
+    for record in records:
+        if record.skipped:
+            continue
+        if only is None or pinned:
+            topics: Iterable[str] = canonical_topics(record, curation)
+        elif lookup:
+            topics = {lookup.get(t, t) for t in record.topics}
+        else:
+            topics = record.topics  # slugified and distinct already
+        for topic in topics:
+            if only is None or topic in only:
+                members.setdefault(topic, []).append(record)
+    return members
+
+
+def index_is_current(tree: DerivedTree, layout: DoorLayout,
+                     fingerprints: Mapping[str, str]) -> bool:
+    """True when no document, edits file or manifest changed since the update that left
+    these tokens: one walk of stats, no file read, so a search can afford to ask."""
+    if not fingerprints or fingerprints.get(MANIFEST_PATH) != tree.fingerprint(MANIFEST_PATH):
+        return False
+    edits = edits_paths(tree)
+    if any(fingerprints.get(p) != tree.fingerprint(p) for p in edits):
+        return False
+    known_edits = sum(1 for p in fingerprints if p.startswith("edits/"))
+    if known_edits != len(edits):
+        return False
+    listed = scan_documents(tree, layout)
+    known = sum(1 for p in fingerprints if not p.startswith(NOT_INPUT_TOKENS))
+    return known == len(listed) and all(fingerprints.get(p) == t for p, t in listed.items())

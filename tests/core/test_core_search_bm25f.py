@@ -1,0 +1,190 @@
+"""The body in the one scorer (search.md "The body"): best-passage BM25 next to the frontmatter.
+
+Saturation, a body-only word is found, a topic hit still outranks a body hit of the same
+frequency, coordination, phrases, and `searchBodyWeight: 0` is the frontmatter ranking exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from dsh_chapters_core.config import DEFAULTS
+from dsh_chapters_core.documents import DocumentKind
+from dsh_chapters_core.search import make_entry, rank_entries
+from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.passages import BodyStats, PassageRules, score_body
+from dsh_chapters_core.search.terms import query_words
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+RULES = PassageRules(k1=DEFAULTS.search_bm25_k1, b=DEFAULTS.search_bm25_b,
+                     lines=DEFAULTS.search_passage_lines,
+                     phrase_bonus=DEFAULTS.search_phrase_bonus,
+                     snippet_chars=DEFAULTS.search_snippet_chars)
+FILLER = "the build ran on the runner and printed its usual lines"
+
+
+def chapter(path: str, *, body: str = "", title: str = "session work", topics: tuple[str, ...] = (),
+            summary: str = "", date: str = "2026-09-01T00:00:00Z") -> SearchEntry:
+    return make_entry(path=path, kind=DocumentKind.CHAPTER, title=title, summary=summary,
+                      topics=topics, date=date, body=body, body_line=10)
+
+
+def body_of(*lines: str) -> str:
+    return "\n".join(lines) + "\n"
+
+
+def stats_for(documents: int, **df: int) -> BodyStats:
+    return BodyStats(documents=documents, df=df, line_words=10.0)
+
+
+def test_term_frequency_saturates() -> None:
+    words = query_words("alembic")
+    stats = stats_for(100, alembic=5)
+    scores = []
+    for tf in (1, 2, 4, 8, 16):
+        line = " ".join(["alembic"] * tf + ["word"] * (16 - tf))
+        scores.append(score_body(body_of(line), 1, words, stats, RULES).score)
+    gains = [b - a for a, b in itertools.pairwise(scores)]
+    assert all(g > 0 for g in gains)  # more is better ...
+    assert all(later < earlier for earlier, later in itertools.pairwise(gains))
+    assert scores[-1] < stats.idf("alembic") * (RULES.k1 + 1)  # ... and bounded
+
+
+def test_a_word_only_in_the_body_is_found() -> None:
+    found = chapter("s1/chapters/001-a.md", body=body_of(FILLER, "ran `alembic upgrade head`"))
+    other = chapter("s2/chapters/001-b.md", body=body_of(FILLER))
+    ranked = rank_entries([found, other], "alembic upgrade", config=DEFAULTS)
+    assert [s.entry.path for s in ranked] == ["s1/chapters/001-a.md"]
+    assert ranked[0].topic_hits == ranked[0].title_hits == 0 and ranked[0].body_score > 0
+
+
+def test_a_topic_hit_outranks_a_body_hit_of_equal_frequency() -> None:
+    body = body_of(FILLER, "the migration failed twice", FILLER)
+    with_topic = chapter("s1/chapters/001-a.md", body=body, topics=("migration",))
+    body_only = chapter("s2/chapters/001-b.md", body=body)
+    ranked = rank_entries([body_only, with_topic], "migration", config=DEFAULTS)
+    assert [s.entry.path for s in ranked] == ["s1/chapters/001-a.md", "s2/chapters/001-b.md"]
+    assert ranked[0].body_score == ranked[1].body_score  # the topic made the difference
+
+
+def test_more_distinct_words_beat_one_word_repeated() -> None:
+    both = chapter("s1/chapters/001-a.md",
+                   body=body_of("the 401 came from the expired token", FILLER))
+    repeated = chapter("s2/chapters/001-b.md",
+                       body=body_of("token token token token token token", FILLER))
+    filler = [chapter(f"f{i}/chapters/001-f.md", body=body_of(FILLER, "token")) for i in range(4)]
+    ranked = rank_entries([repeated, both, *filler], "401 token", config=DEFAULTS)
+    assert ranked[0].entry.path == "s1/chapters/001-a.md"
+
+
+def test_adjacent_query_words_earn_the_phrase_bonus() -> None:
+    words = query_words("failing migration")
+    stats = stats_for(10, failing=2, migration=2)
+    adjacent = score_body(body_of("the failing migration was rerun"), 1, words, stats, RULES)
+    apart = score_body(body_of("the migration was rerun, failing"), 1, words, stats, RULES)
+    assert round(adjacent.score - apart.score, 6) == RULES.phrase_bonus
+
+
+def test_question_words_are_dropped_from_a_typed_question() -> None:
+    assert [w.text for w in query_words("how did we fix the migration error")] == [
+        "fix", "migration", "error"]
+    assert [w.text for w in query_words("how did we")] == ["how", "did", "we"]  # all stopwords
+
+
+def test_the_anchor_names_the_file_line_of_the_best_passage() -> None:
+    body = body_of(*([FILLER] * 60), "then `alembic upgrade head` made the 401 go away",
+                   *([FILLER] * 60))
+    entry = chapter("s1/chapters/001-a.md", body=body)
+    (scored,) = rank_entries([entry], "alembic 401", config=DEFAULTS)
+    assert scored.anchor is not None
+    assert scored.anchor.line == 10 + 60  # body_line 10, the 61st body line
+    assert scored.anchor.text == "then `alembic upgrade head` made the 401 go away"
+
+
+def test_a_long_line_is_cut_around_the_hit_verbatim() -> None:
+    line = ("x" * 300) + " the answer is alembic downgrade base " + ("y" * 300)
+    entry = chapter("s1/chapters/001-a.md", body=body_of(line))
+    (scored,) = rank_entries([entry], "alembic downgrade", config=DEFAULTS)
+    assert scored.anchor is not None
+    text = scored.anchor.text
+    assert len(text) <= DEFAULTS.search_snippet_chars and "alembic downgrade" in text
+    assert text.strip("…") in line
+
+
+def test_ranking_is_deterministic_with_ties_by_recency_then_path() -> None:
+    body = body_of("the cors preflight failed")
+    a = chapter("b/chapters/001-x.md", body=body, date="2026-09-02T00:00:00Z")
+    b = chapter("a/chapters/001-x.md", body=body, date="2026-09-02T00:00:00Z")
+    c = chapter("c/chapters/001-x.md", body=body, date="2026-09-03T00:00:00Z")
+    first = rank_entries([a, b, c], "cors preflight", config=DEFAULTS)
+    again = rank_entries([c, b, a], "cors preflight", config=DEFAULTS)
+    assert [s.entry.path for s in first] == [s.entry.path for s in again] == [
+        "c/chapters/001-x.md", "a/chapters/001-x.md", "b/chapters/001-x.md"]
+
+
+# -- searchBodyWeight: 0 is the frontmatter ranking, exactly -------------------------------------
+
+_WORDS = ["auth", "token", "migration", "cors", "retry", "upload", "vault", "jwt", "redis", "the"]
+_word = st.sampled_from(_WORDS)
+_text = st.lists(_word, max_size=6).map(" ".join)
+
+
+@st.composite
+def _entry(draw: st.DrawFn, index: int) -> SearchEntry:
+    return chapter(
+        f"s{index}/chapters/{draw(st.integers(1, 3)):03d}-x.md",
+        title=draw(_text), summary=draw(_text),
+        topics=tuple(draw(st.lists(_word, max_size=3))),
+        body=body_of(*draw(st.lists(_text, max_size=8))),
+        date=f"2026-09-{draw(st.integers(1, 28)):02d}T00:00:00Z",
+    )
+
+
+def _reference(entries: list[SearchEntry], query: str) -> list[tuple[float, str]]:
+    """The record's frontmatter rule (§8), written out: topic x2, title x1, summary x1."""
+    terms = list(dict.fromkeys(query.split()))
+    out = []
+    for e in entries:
+        score = sum(2.0 * (t in e.topic_terms) + 1.0 * (t in e.title_terms)
+                    + 1.0 * (t in e.summary_terms) for t in terms)
+        if any(t in e.topic_terms | e.title_terms | e.summary_terms for t in terms):
+            out.append((-round(score, 9), -e.date_key, e.path, score))
+    out.sort()
+    return [(round(s, 9), p) for _, _, p, s in out]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 10**6), min_size=0, max_size=12, unique=True).flatmap(
+    lambda ids: st.tuples(*[_entry(i) for i in ids])), st.lists(_word, min_size=1, max_size=4))
+def test_body_weight_zero_is_the_frontmatter_ranking(entries: tuple, query_words_: list) -> None:
+    query = " ".join(query_words_)
+    zero = dataclasses.replace(DEFAULTS, search_body_weight=0.0)
+    ranked = rank_entries(list(entries), query, config=zero)
+    assert [(s.score, s.entry.path) for s in ranked] == _reference(list(entries), query)
+    assert all(s.anchor is None and s.body_score == 0.0 for s in ranked)
+    # ... and the same as entries that have no body at all (the ranking before bodies).
+    bare = [dataclasses.replace(e, body="", body_line=0) for e in entries]
+    assert [(s.score, s.entry.path) for s in rank_entries(bare, query, config=DEFAULTS)] == \
+        [(s.score, s.entry.path) for s in ranked]
+
+
+_CODE_WORDS = ["Migrations", "queries", "GitService.repoName", "running", "stopped", "PRs",
+               "src/app.py", "HTTPServer", "9.0.1", "503", "boxes", "classes", "the", "x"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_CODE_WORDS), max_size=6).map(" ".join), min_size=1,
+                max_size=6),
+       st.lists(st.sampled_from(_CODE_WORDS), min_size=1, max_size=3))
+def test_skipping_lines_without_a_probe_loses_no_hit(lines: list, query: list) -> None:
+    from dsh_chapters_core.search.passages import _Matcher, body_lines
+    from dsh_chapters_core.search.terms import words
+
+    qwords = query_words(" ".join(query))
+    match = _Matcher(qwords)
+    fast = body_lines("\n".join(lines), match)
+    for line, got in zip(lines, fast, strict=True):
+        hits = [(match(w), i, i + len(w)) for i, w in words(line) if match(w) >= 0]
+        assert got.hits == hits and got.words == sum(1 for _ in words(line))

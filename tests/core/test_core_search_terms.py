@@ -1,0 +1,47 @@
+"""Code-aware body terms (search.md "Body terms"): identifiers whole and split, a light stemmer,
+numbers and versions kept."""
+
+from __future__ import annotations
+
+import pytest
+from dsh_chapters_core.search.terms import query_words, stem, word_terms, words
+
+
+@pytest.mark.parametrize(("word", "terms"), [
+    ("GitService.repoName", ("gitservice.reponame", "git", "service", "repo", "name")),
+    ("snake_case_name", ("snake_case_name", "snake", "case", "name")),
+    ("kebab-case", ("kebab-case", "kebab", "case")),
+    ("src/app/main.py", ("src/app/main.py", "src", "app", "main", "py")),
+    ("HTTPServer", ("httpserver", "http", "server")),
+    ("localStorage", ("localstorage", "local", "storage")),
+    ("503", ("503",)),
+    ("9.0.1", ("9.0.1",)),
+    ("PRs", ("pr",)),
+    ("Migrations", ("migration",)),
+])
+def test_identifiers_are_terms_whole_and_split(word: str, terms: tuple[str, ...]) -> None:
+    assert word_terms(word) == terms
+
+
+@pytest.mark.parametrize(("word", "stemmed"), [
+    ("migrations", "migration"), ("queries", "query"), ("running", "run"), ("fixed", "fix"),
+    ("uploading", "upload"), ("classes", "class"), ("boxes", "box"), ("status", "status"),
+    ("need", "need"), ("api", "api"),
+])
+def test_the_stemmer_is_light(word: str, stemmed: str) -> None:
+    assert stem(word) == stemmed
+
+
+def test_words_keep_their_offsets_and_joints() -> None:
+    line = "ran `alembic upgrade head` in src/db.py: exit 1"
+    found = list(words(line))
+    assert [w for _, w in found] == ["ran", "alembic", "upgrade", "head", "in", "src/db.py",
+                                     "exit", "1"]
+    assert all(line[i:i + len(w)] == w for i, w in found)
+
+
+def test_a_query_word_matches_a_body_word_by_any_shared_term() -> None:
+    (word,) = query_words("GitService")
+    assert word.terms & set(word_terms("gitService.repoName"))
+    (plural,) = query_words("migrations")
+    assert plural.terms & set(word_terms("migration"))
