@@ -385,6 +385,8 @@ class _DshRead:
 
 def _compressed_refusal(path: str, exc: InputError) -> InputError:
     """A zstd file whose frames give no DSH record: say so in its own terms, with its size."""
+    if not os.path.isfile(path):  # a FIFO or a device was refused already; never open it
+        return exc
     try:
         with open(path, "rb") as f:
             compressed = is_compressed(path, f.read(len(ZSTD_MAGIC)))
