@@ -27,11 +27,13 @@ from tests.acceptance.steps_common import Machine
 
 ORIGIN = "https://github.com/acme/widgets.git"
 KEYS = ["type", "message", "content", "role", "text", "stop_reason", "sessionId", "uuid",
+        "source", "turn", "seedLength", "parentSession", "toolCallId", "createdAt",
         "parentUuid", "timestamp", "payload", "id", "data", "seq", "time", "blocks", "name",
         "arguments", "callId", "tool_use_id", "input", "cwd", "isSidechain", "toolUseResult"]
 TYPES = ["user", "assistant", "summary", "session_meta", "response_item", "event_msg",
          "turn_context", "user/message", "assistant/message", "tool/call", "tool/result",
-         "turn/start", "turn/end", "session/start", "text", "tool_use", "tool_result",
+         "turn/start", "turn/end", "session", "session/end-seed", "command/run",
+         "command/done", "compaction/summary", "text", "tool_use", "tool_result",
          "message", "function_call", "function_call_output", "reasoning"]
 
 _scalars = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)

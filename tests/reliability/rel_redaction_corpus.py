@@ -19,6 +19,7 @@ import pytest
 from dsh_chapters_core.redact import redact
 
 from tests.acceptance.steps_common import Machine
+from tests.fixtures.dsh_logs import DshLog, text_blocks
 from tests.reliability.credentials import (
     FAMILIES,
     Credential,
@@ -53,33 +54,23 @@ def _tool_input(cred: Credential) -> dict[str, Any]:
 
 
 def _session(creds: list[Credential]) -> str:
-    """A DSH event log: one turn per credential, the credential in all three forms."""
-    seq = 0
-    lines: list[dict[str, Any]] = []
-
-    def event(kind: str, data: dict[str, Any]) -> None:
-        nonlocal seq
-        seq += 1
-        minute, second = divmod(seq, 60)
-        lines.append({"data": data, "seq": seq, "time": f"2026-11-30T1{minute // 60}:"
-                      f"{minute % 60:02d}:{second:02d}Z", "type": kind})
-
-    event("session/start", {"cwd": "/home/ada/src/widgets", "sessionId": SESSION,
-                            "startedAt": "2026-11-30T10:00:00Z"})
+    """A DSH session log as DSH writes it (tests/fixtures/dsh/README.md): one turn per
+    credential, the credential in the prompt, the tool call's input and its result."""
+    log = DshLog(SESSION, "/home/ada/src/widgets")
     for i, cred in enumerate(creds):
-        event("turn/start", {})
-        event("user/message", {"text": f"Turn {i}: {cred.context}"})
-        event("tool/call", {"arguments": _tool_input(cred), "callId": f"c{i}", "name": "shell"})
+        turn = i + 1
+        log.open_turn(turn, f"Turn {i}: {cred.context}", inbox=False)
+        call = {"type": "tool-call", "id": f"c{i}", "name": "shell",
+                "arguments": json.dumps(_tool_input(cred))}
+        log.assistant(turn, 1, [call], finish="tool-calls")
         result = (f'{{"status": "ok", "echo": "{json_escaped(cred.context)}", '
                   f'"raw": "{unicode_escaped(cred.context)}"}}')
         if i % 10 == 0:  # large enough to become an artifact
             result += "\n" + "\n".join(f"log line {n} of the deploy" for n in range(900))
-        event("tool/result", {"callId": f"c{i}", "text": result})
-        event("assistant/message", {"blocks": [{"type": "text",
-                                                "text": f"Done with turn {i}."}]})
-        event("turn/end", {})
-    event("session/end", {})
-    return "\n".join(json.dumps(line, ensure_ascii=False) for line in lines) + "\n"
+        log.tool(turn, 1, call, result)
+        log.assistant(turn, 2, text_blocks(f"Done with turn {i}."))
+        log.end_turn(turn)
+    return "\n".join(log.lines) + "\n"
 
 
 def _files(root: Path) -> dict[str, bytes]:
