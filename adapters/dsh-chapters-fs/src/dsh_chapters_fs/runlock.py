@@ -14,7 +14,7 @@ from pathlib import Path
 
 import filelock
 
-from dsh_chapters_fs.atomic import make_dirs, write_atomic
+from dsh_chapters_fs.atomic import make_dirs, pid_alive, write_atomic
 
 
 class FileRunLock:
@@ -42,9 +42,11 @@ class FileRunLock:
             lock.release()
 
     def holder_pid(self) -> int:
-        """The holder's pid, 0 when nobody holds it (or it is unknown)."""
+        """The holder's pid, 0 when nobody holds it (or it is unknown). A pid file left by a
+        killed holder names nobody: the kernel released that holder's lock."""
         try:
             text = self.pid_path.read_text(encoding="utf-8").strip()
         except FileNotFoundError:
             return 0
-        return int(text) if text.isdigit() else 0
+        pid = int(text) if text.isdigit() else 0
+        return pid if pid_alive(pid) else 0

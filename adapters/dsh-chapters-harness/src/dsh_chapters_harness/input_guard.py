@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from dsh_chapters_core import pool_layout
 from dsh_chapters_core.config import DEFAULTS, Config
 from dsh_chapters_core.errors import InputError
-from dsh_chapters_core.pool_layout import is_session_id
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -175,17 +175,8 @@ def safe_loads(text: str) -> Any:
 
 
 def check_session_id(session_id: str, path: str, limits: GuardLimits | None = None) -> None:
-    """A session id names a store directory: a plain name within `sessionIdMaxChars`."""
-    bound = (limits or current()).session_id_max_chars
-    if len(session_id) > bound:
-        raise InputError(
-            f"{path}: session id of {len(session_id)} characters, over sessionIdMaxChars = "
-            f"{bound}", hint="this is not a session file a harness wrote; check the path")
-    if not is_session_id(session_id) or _LONE_SURROGATE.search(session_id):
-        raise InputError(
-            f"{path}: session id {session_id[:40]!r} cannot name a directory (a reserved "
-            "name, '/', '..' or control characters)",
-            hint="this is not a session file a harness wrote; check the path")
+    """A session id names a store directory: the core's rule, at this read's bound."""
+    pool_layout.check_session_id(session_id, path, (limits or current()).session_id_max_chars)
 
 
 class LineTooLong(Exception):

@@ -23,6 +23,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dsh_chapters_core.errors import InputError
+
 # Store top-level names that are not sessions. The last five never leave the machine.
 SHARED_STORE_DIRS: tuple[str, ...] = ("artifacts", "rules", "edits")
 LOCAL_STORE_DIRS: tuple[str, ...] = ("index", "topics", "state", "logs", "cache")
@@ -80,6 +82,19 @@ def is_session_id(name: str) -> bool:
     # Case-folded: on a case-insensitive disk `Config.toml` is the same file as `config.toml`.
     return (_safe(name) and not name.startswith(".") and name.lower() not in _NOT_SESSIONS
             and "/" not in name and not any(ord(c) < 32 for c in name))
+
+
+def check_session_id(session_id: str, path: str, limit: int) -> None:
+    """A session id read from `path` names a store directory: a plain name of at most `limit`
+    characters (`sessionIdMaxChars`), else InputError and nothing is archived."""
+    if len(session_id) > limit:
+        raise InputError(f"{path}: session id of {len(session_id)} characters, over "
+                         f"sessionIdMaxChars = {limit}; nothing was archived",
+                         hint="this is not a session file a harness wrote; check the path")
+    if not is_session_id(session_id) or any(0xD800 <= ord(c) <= 0xDFFF for c in session_id):
+        raise InputError(f"{path}: session id {session_id[:40]!r} cannot name a directory "
+                         "(a reserved name, '/', '..' or a control character); nothing was "
+                         "archived", hint="this is not a session file a harness wrote")
 
 
 def to_pool(store_path: str, project_key: str) -> PoolEntry | None:

@@ -62,7 +62,7 @@ def note_archived(app: App, paths: list[str]) -> int:
         queued = enqueue_archived(store_tree=app.store_tree, lock=app.lock, clock=app.clock,
                                   config=app.config, paths=paths)
         if queued and launch_after_archive(config=app.config, route=route_of(app),
-                                           pushed=False) is DrainCause.IDLE and not _alive(
+                                           pushed=False) is DrainCause.IDLE and not (
                 app.factories.drain_lock(app, ENRICH_IDLE_LOCK).holder_pid()):
             # A waiter already running sees the new chapters and extends its quiet window, so
             # an import of many sessions starts one waiter, not one per session.
@@ -71,18 +71,6 @@ def note_archived(app: App, paths: list[str]) -> int:
     except (ChaptersError, OSError) as exc:  # the archive already succeeded and stays so
         _log(app, "queue-failed", error=type(exc).__name__, chapters=len(paths))
         return 0
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def after_push(app: App, outcome: object) -> int:

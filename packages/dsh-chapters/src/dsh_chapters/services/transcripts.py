@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dsh_chapters_core.errors import ChaptersError, InputError
 from dsh_chapters_core.events import Transcript
-from dsh_chapters_core.pool_layout import is_session_id
+from dsh_chapters_core.pool_layout import check_session_id
 from dsh_chapters_core.ports.harness import HarnessReader
 
 from dsh_chapters.app import App
@@ -19,17 +19,6 @@ from dsh_chapters.app import App
 # What a reader raises on a record of an unexpected shape; anything else is a bug and shows.
 SHAPE_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError,
                 UnicodeError, OverflowError)
-
-
-def _check_id(session_id: str, path: str, limit: int) -> None:
-    if len(session_id) > limit:
-        raise InputError(f"{path}: session id of {len(session_id)} characters, over "
-                         f"sessionIdMaxChars = {limit}; nothing was archived",
-                         hint="this is not a session file a harness wrote; check the path")
-    if not is_session_id(session_id) or any(0xD800 <= ord(c) <= 0xDFFF for c in session_id):
-        raise InputError(f"{path}: session id {session_id[:40]!r} cannot name a directory "
-                         "(a reserved name, '/', '..' or a control character); nothing was "
-                         "archived", hint="this is not a session file a harness wrote")
 
 
 def read_guarded(app: App, reader: HarnessReader, path: str) -> Transcript:
@@ -44,7 +33,7 @@ def read_guarded(app: App, reader: HarnessReader, path: str) -> Transcript:
                 "was archived",
                 hint="check that this is an unedited session file of the harness you named",
             ) from None
-    _check_id(transcript.session_id, path, app.config.session_id_max_chars)
+    check_session_id(transcript.session_id, path, app.config.session_id_max_chars)
     if transcript.root_session_id:
-        _check_id(transcript.root_session_id, path, app.config.session_id_max_chars)
+        check_session_id(transcript.root_session_id, path, app.config.session_id_max_chars)
     return transcript
