@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import sqlite3
@@ -13,9 +14,18 @@ from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.curation import FactType, make_fact
 from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_core.search import SearchRefusal
+from dsh_chapters_core.search.aliases import EMPTY_ALIASES
+from dsh_chapters_core.search.entries import entry_from_document
 from dsh_chapters_core.search.index import DoorLayout
+from dsh_chapters_core.search.passages import BodyBound, PassageRules
+from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest, SearchService
-from dsh_chapters_core.testing.fakes_search import chapter_path, document_text
+from dsh_chapters_core.search.terms import query_words
+from dsh_chapters_core.testing.fakes_search import (
+    MemorySearchCache,
+    chapter_path,
+    document_text,
+)
 from dsh_chapters_fs.chapterfile import parse_document
 from dsh_chapters_fs.search_cache import SqliteSearchCache
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
@@ -230,3 +240,58 @@ def test_a_span_is_scoped_by_its_first_member_in_both_paths(tmp_path: Path) -> N
     plain = service(tmp_path, None).search(SearchRequest(query="zeppelin", project_key=PK))
     assert plain.total == 1 and plain.matches[0].entry.members == (
         "s1/chapters/001-a.md", "s1/chapters/002-b.md")
+
+
+BODY_WORDS = ["alembic", "upgrade", "head", "GitService.repoName", "retry", "retries", "the",
+              "src/app.py", "401", "token_refresh", "Token", "migration", "pytest", "passed"]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**6), st.integers(2, 40))
+def test_sql_ceilings_are_the_core_reference(seed: int, lines: int) -> None:
+    """`bounded` evaluates `BodyBound.ceiling` in SQL: the same rows, order and values as the
+    core's reference expression (the memory cache), for every scope."""
+    rnd = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        entries = []
+        for n in range(rnd.randrange(1, 40)):
+            body = "\n".join(" ".join(rnd.choices(BODY_WORDS, k=rnd.randrange(1, 8)))
+                             for _ in range(rnd.randrange(1, 90))) + "\n"
+            path = chapter_path(f"s{n % 5}", n, "c")
+            data = document_text(title=" ".join(rnd.sample(BODY_WORDS, 2)),
+                                 topics=rnd.sample(TOPICS, rnd.randrange(3)),
+                                 date=f"2026-0{rnd.randrange(1, 10)}-01T00:00:00Z",
+                                 project_key=rnd.choice([PK, "pk-2", ""]), body=body)
+            doc = parse_document(path, data.decode())
+            entries.append((entry_from_document(doc), f"sha{n}"))
+        memory = MemorySearchCache()
+        memory.apply(upserts=entries, removed=(), state={})
+        rules = PassageRules(DEFAULTS.search_bm25_k1, DEFAULTS.search_bm25_b, lines,
+                             DEFAULTS.search_phrase_bonus, DEFAULTS.search_snippet_chars)
+        with SqliteSearchCache(root / "c.sqlite", passage_lines=lines) as cache:
+            cache.apply(upserts=entries, removed=(), state={})
+            for _ in range(4):
+                query = " ".join(rnd.sample(BODY_WORDS + TOPICS, rnd.randrange(1, 4)))
+                words = query_words(query)
+                bound = BodyBound.of(words, cache.body_stats(words), rules)
+                terms = EMPTY_ALIASES.query_terms(query)  # the frontmatter's canonical terms
+                for scope in (PK, ""):
+                    kw = dict(weights=LexicalWeights.of(DEFAULTS), body_weight=3.0, slack=0.15,
+                              project_key=scope)
+                    got, want = cache.bounded(terms, bound, **kw), memory.bounded(
+                        terms, bound, **kw)
+                    assert got is not None and want is not None
+                    got_rows, want_rows = list(got.rows), list(want.rows)
+                    assert got.total == want.total == len(want_rows)
+                    assert dict(got_rows) == pytest.approx(dict(want_rows), abs=1e-9)
+                    # Descending ceilings (equal ones may differ in order only by float noise).
+                    assert all(a[1] >= b[1] - 1e-9 for a, b in itertools.pairwise(got_rows))
+            # Another passage size: the profiles do not fit, so the cache says it cannot bound.
+            other = BodyBound.of(query_words("retry"), cache.body_stats(query_words("retry")),
+                                 PassageRules(1.2, 0.75, lines + 1, 0.5, 160))
+            assert cache.bounded(["retry"], other, weights=LexicalWeights.of(DEFAULTS),
+                                 body_weight=3.0, slack=0.0) is None
+        # Reopened for another passage size, the file is dropped and refilled by its user.
+        with SqliteSearchCache(root / "c.sqlite", passage_lines=lines + 1) as cache:
+            assert cache.count() == 0

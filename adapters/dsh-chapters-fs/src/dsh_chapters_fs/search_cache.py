@@ -16,15 +16,22 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
-from dsh_chapters_core.ports.search import CandidatePage
+from dsh_chapters_core.ports.search import BoundedCandidates, CandidatePage
 from dsh_chapters_core.search.entries import SearchEntry
-from dsh_chapters_core.search.passages import BodyStats, body_shape, body_terms
+from dsh_chapters_core.search.passages import (
+    BodyBound,
+    BodyProfile,
+    BodyStats,
+    body_profile,
+    body_shape,
+)
 from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.terms import QueryWord
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
@@ -56,14 +63,23 @@ CREATE TABLE IF NOT EXISTS entries (
   project_key TEXT NOT NULL, session_id TEXT NOT NULL, rule_id TEXT NOT NULL,
   raw_topics TEXT NOT NULL, t_topic TEXT NOT NULL, t_title TEXT NOT NULL, t_summary TEXT NOT NULL,
   t_category TEXT NOT NULL, body TEXT NOT NULL, body_line INTEGER NOT NULL,
-  body_words INTEGER NOT NULL, body_lines INTEGER NOT NULL
+  body_words INTEGER NOT NULL, body_lines INTEGER NOT NULL, min_words INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_fragments ON entries(session_dir) WHERE legacy = 1;
 -- What ordering and scoping read for every match: narrow rows, so a scan stays in few pages.
 CREATE TABLE IF NOT EXISTS keys (
   id INTEGER PRIMARY KEY, date_key REAL NOT NULL, path TEXT NOT NULL, project_key TEXT NOT NULL,
-  legacy INTEGER NOT NULL, rule_id TEXT NOT NULL
+  legacy INTEGER NOT NULL, rule_id TEXT NOT NULL, min_words INTEGER NOT NULL
 );
+-- A body's profile (passages.BodyProfile): per term, the most words holding it in any one
+-- passage. A query sums these per query word and bounds every body in SQL, so only the bodies
+-- that can reach the answer's top are read back and scored (search.md "Reading few bodies").
+CREATE TABLE IF NOT EXISTS bodytf (
+  term TEXT NOT NULL, id INTEGER NOT NULL, m INTEGER NOT NULL, PRIMARY KEY (term, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS bodytf_rows ON bodytf(id);
+-- What the profiles were built for; another passage size drops the file (see _connect).
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS entries_rules ON entries(rule_id);
 -- Row counts per project and of legacy fragments, kept by triggers: when the whole door is in
 -- one scope and has no fragment, a query needs no join to count or to find its threshold.
@@ -93,26 +109,27 @@ def _project_token(project_key: str) -> str:
     return f"{_MARK}p" + hashlib.sha256(project_key.encode("utf-8")).hexdigest()[:16]
 
 
-def _tokens(entry: SearchEntry, legacy: bool) -> str:
+def _tokens(entry: SearchEntry, legacy: bool, profile: BodyProfile) -> str:
     fields = (entry.topic_terms, entry.title_terms, entry.summary_terms, entry.category_terms)
     words = [f"{t}{_MARK}{mark}" for mark, terms in zip(_FIELD_MARKS, fields, strict=True)
              for t in sorted(terms)]
-    words += sorted({_body_token(t) for t in body_terms(entry.body)})
+    words += sorted({_body_token(t) for t in profile.counts})
     words.append(_project_token(entry.project_key))
     if legacy:
         words.append(_LEGACY)
     return " ".join(words)
 
 
-def _row(entry: SearchEntry, sha: str) -> tuple[object, ...]:
+def _row(entry: SearchEntry, sha: str, profile: BodyProfile) -> tuple[object, ...]:
     legacy = is_legacy_fragment(entry)
     return (
-        sha, entry.session_dir, 1 if legacy else 0, _tokens(entry, legacy),
+        sha, entry.session_dir, 1 if legacy else 0, _tokens(entry, legacy, profile),
         entry.path, str(entry.kind), entry.title, entry.date, entry.date_key,
         _SEP.join(entry.topics), entry.summary, entry.category, entry.project_key,
         entry.session_id, entry.rule_id, _SEP.join(entry.raw_topics),
         _terms(entry.topic_terms), _terms(entry.title_terms), _terms(entry.summary_terms),
         _terms(entry.category_terms), entry.body, entry.body_line, *body_shape(entry.body),
+        profile.min_words,
     )
 
 
@@ -155,8 +172,10 @@ def _match(terms: Sequence[str]) -> str:
 class SqliteSearchCache:
     """A SearchCache in one SQLite file. Opened lazily; `close()` releases it."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *,
+                 passage_lines: int = DEFAULTS.search_passage_lines) -> None:
         self.path = Path(path)
+        self.passage_lines = passage_lines  # the size body profiles are cut at
         self._db: sqlite3.Connection | None = None
 
     # -- connection ------------------------------------------------------------------------
@@ -175,6 +194,16 @@ class SqliteSearchCache:
                                      isolation_level=None)
                 db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            lines = db.execute("SELECT value FROM settings WHERE key = 'passageLines'").fetchone()
+            if lines is None and not db.execute("SELECT 1 FROM entries LIMIT 1").fetchone():
+                db.execute("INSERT INTO settings VALUES ('passageLines', ?)",
+                           (str(self.passage_lines),))
+            elif lines is None or lines[0] != str(self.passage_lines):
+                # Profiles cut at another passage size would bound wrongly: derived, so start
+                # over; the use case finds the cache empty and refills it.
+                db.close()
+                self._drop_files()
+                return self._connect()
         except sqlite3.DatabaseError:
             db.close()
             raise
@@ -223,7 +252,11 @@ class SqliteSearchCache:
         reset: bool = False,
     ) -> None:
         db = self.db
-        rows = [_row(entry, sha) for entry, sha in upserts]
+        rows: list[tuple[object, ...]] = []
+        profiles: dict[str, BodyProfile] = {}
+        for entry, sha in upserts:
+            profile = profiles[entry.path] = body_profile(entry.body, self.passage_lines)
+            rows.append(_row(entry, sha, profile))
         paths = [str(r[4]) for r in rows]
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -231,6 +264,7 @@ class SqliteSearchCache:
                 db.execute("DELETE FROM entries")
                 db.execute("DELETE FROM keys")
                 db.execute("DELETE FROM tallies")
+                db.execute("DELETE FROM bodytf")
                 db.execute("INSERT INTO terms(terms) VALUES('delete-all')")
             else:
                 # A contentless FTS5 row is deleted by repeating the text it was indexed with.
@@ -242,12 +276,19 @@ class SqliteSearchCache:
                                    "VALUES('delete', ?, ?)", old)
                     db.executemany("DELETE FROM entries WHERE id = ?", [(r[0],) for r in old])
                     db.executemany("DELETE FROM keys WHERE id = ?", [(r[0],) for r in old])
+                    db.executemany("DELETE FROM bodytf WHERE id = ?", [(r[0],) for r in old])
             db.executemany(
                 f"INSERT INTO entries(sha256, session_dir, legacy, tokens, {_COLUMNS}, "
-                f"body_words, body_lines) VALUES ({','.join('?' * 24)})", rows)
+                f"body_words, body_lines, min_words) VALUES ({','.join('?' * 25)})", rows)
             to_terms = "INSERT INTO terms(rowid, tokens) SELECT id, tokens FROM entries"
-            to_keys = ("INSERT INTO keys SELECT id, date_key, path, project_key, legacy, rule_id "
-                       "FROM entries")
+            to_keys = ("INSERT INTO keys SELECT id, date_key, path, project_key, legacy, rule_id, "
+                       "min_words FROM entries")
+            for chunk in _chunks(paths):
+                marks = ",".join("?" * len(chunk))
+                ids = db.execute(f"SELECT path, id FROM entries WHERE path IN ({marks})", chunk)
+                db.executemany("INSERT INTO bodytf(term, id, m) VALUES (?, ?, ?)",
+                               ((term, row_id, n) for path, row_id in ids.fetchall()
+                                for term, n in profiles[path].counts.items()))
             if reset:
                 db.execute(to_terms)
                 db.execute(to_keys)
@@ -364,6 +405,81 @@ class SqliteSearchCache:
                 seen.add(str(row[0]))
                 entries.append(_entry(row[:-1]))
         return CandidatePage(entries=entries, plain_total=plain_total)
+
+    def bounded(
+        self,
+        terms: Sequence[str],
+        body: BodyBound | None,
+        *,
+        weights: LexicalWeights,
+        body_weight: float,
+        slack: float,
+        project_key: str = "",
+    ) -> BoundedCandidates | None:
+        """The ceilings in SQL: FTS5 gives the frontmatter hits (as `top_candidates`), the
+        `bodytf` profiles give each body's m_i, and `BodyBound.ceiling`'s expression is
+        evaluated per row; SQLite sorts, Python reads rows only as far as it needs."""
+        db = self.db
+        tallies = dict(db.execute("SELECT name, n FROM tallies WHERE n > 0").fetchall())
+        if tallies.get("legacy"):
+            return None  # fragments are stitched before they are scored
+        if body is not None and body.lines != self.passage_lines:
+            return None
+        if not terms and (body is None or not body.terms):
+            return BoundedCandidates(total=0, rows=iter(()))
+        arms: list[str] = []
+        arm_params: list[object] = []
+        field_weights = (weights.topic, weights.title, weights.summary)
+        for term in dict.fromkeys(terms):
+            for mark, weight in zip(_FIELD_MARKS, field_weights, strict=False):
+                arms.append("SELECT rowid AS id, ? AS w, 0 AS cat FROM terms WHERE terms MATCH ?")
+                arm_params += [weight, _phrase(term, mark)]
+            arms.append("SELECT rowid, 0.0, 1 FROM terms WHERE terms MATCH ?")
+            arm_params.append(_phrase(term, _FIELD_MARKS[3]))
+        parts: list[str] = []
+        params: list[object] = []
+        if arms:
+            parts.append(f"""
+            SELECT id, sum(w) + (CASE WHEN max(cat) = 1 THEN ? ELSE 0.0 END) AS s, 0.0 AS c
+            FROM ({" UNION ALL ".join(arms)}) GROUP BY id""")
+            params += [weights.category, *arm_params]
+        if body is not None and body.terms:
+            n = len(body.terms)
+            words = json.dumps([[i, t, body.idf[i]] for i, ts in enumerate(body.terms)
+                                for t in ts])
+            # Adjacent held pairs from the bitmask of held words (the phrase ceiling).
+            pairs = " + ".join(f"((mask >> {i}) & 3 = 3)" for i in range(n - 1)) or "0"
+            parts.append(f"""
+            SELECT id, 0.0, bm * held / {n}.0 + ? * ({pairs}) FROM (
+              SELECT q.id, sum(q.idf * q.m * ? / (q.m + ? * (1.0 - ? + ? * k.min_words / ?)))
+                     AS bm, count(*) AS held, sum(1 << q.i) AS mask
+              FROM (SELECT b.id, w.value ->> 0 AS i, w.value ->> 2 AS idf, sum(b.m) AS m
+                    FROM json_each(?) w JOIN bodytf b ON b.term = w.value ->> 1
+                    GROUP BY b.id, w.value ->> 0) q
+              JOIN keys k ON k.id = q.id GROUP BY q.id)""")
+            params += [body.phrase_bonus, body.k1 + 1.0, body.k1, body.b, body.b, body.expected,
+                       words]
+        scope = ""
+        if project_key:
+            scope = "WHERE k.project_key IN (?, '')"
+        sql = f"""
+        SELECT k.path, sum(u.s) + ? + ? * sum(u.c) AS ceiling, count(*) OVER () AS total
+        FROM ({" UNION ALL ".join(parts)}) u JOIN keys k ON k.id = u.id {scope}
+        GROUP BY u.id ORDER BY ceiling DESC, k.date_key DESC, k.path"""
+        params = [slack, body_weight, *params]
+        if project_key:
+            params.append(project_key)
+        cursor = db.execute(sql, params)
+        first = cursor.fetchone()
+        if first is None:
+            return BoundedCandidates(total=0, rows=iter(()))
+
+        def rows() -> Iterator[tuple[str, float]]:
+            yield str(first[0]), float(first[1])
+            for path, ceiling, _ in cursor:
+                yield str(path), float(ceiling)
+
+        return BoundedCandidates(total=int(first[2]), rows=rows())
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
         out: list[SearchEntry] = []

@@ -121,6 +121,7 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     reader = FrontmatterReader(bodies=True)  # the body is scored and anchored (search.md)
     store_tree = SearchTree(app.store_root)
     cache_dir = app.store_root / "cache"
+    lines = app.config.search_passage_lines  # body profiles are cut at the scored size
     doors: list[SearchDoor] = []
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():
@@ -128,12 +129,14 @@ def open_search(app: App, cached: bool = True) -> SearchService:
             name=DoorName.MIRROR, layout=DoorLayout.MIRROR,
             tree=SplitTree(SearchTree(mirror_root), SearchTree(cache_dir / "mirror")),
             reader=reader, prefix=f"{MIRROR_DIRNAME}/",
-            cache=SqliteSearchCache(cache_dir / "search-mirror.sqlite") if cached else None,
+            cache=SqliteSearchCache(cache_dir / "search-mirror.sqlite", passage_lines=lines)
+            if cached else None,
             state=store_tree, state_path="cache/index-mirror.tokens.json"))
     doors.append(SearchDoor(
         name=DoorName.STORE, layout=DoorLayout.STORE, tree=store_tree, reader=reader,
         prefix=f"{STORE_DIRNAME}/",
-        cache=SqliteSearchCache(cache_dir / "search-store.sqlite") if cached else None,
+        cache=SqliteSearchCache(cache_dir / "search-store.sqlite", passage_lines=lines)
+        if cached else None,
         state=store_tree, state_path="cache/index-store.tokens.json"))
     def core_rules() -> frozenset[str]:
         # The per-machine core bonus (§8) follows the rules use case exactly: this machine's

@@ -4,14 +4,14 @@ change detection, removing derived files, path containment, and the persistent s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.search.entries import SearchEntry
-from dsh_chapters_core.search.passages import BodyStats
+from dsh_chapters_core.search.passages import BodyBound, BodyStats
 from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.terms import QueryWord
 
@@ -61,6 +61,16 @@ class CandidatePage:
 
     entries: list[SearchEntry]
     plain_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class BoundedCandidates:
+    """What `SearchCache.bounded` hands over: every match in scope, as (path, ceiling) pairs
+    in descending order of ceiling (then newest, then path), and how many there are. The rows
+    are produced lazily: a caller that stops early never pays for the rest."""
+
+    total: int
+    rows: Iterator[tuple[str, float]]
 
 
 class SearchCache(Protocol):
@@ -115,6 +125,23 @@ class SearchCache(Protocol):
         best `limit` non-special ones (ties by date, then path), plus all matched specials:
         legacy fragments (whatever their project: a span is scoped by its first member, after
         stitching) and rules whose id or path is in `special`."""
+        ...
+
+    def bounded(
+        self,
+        terms: Sequence[str],
+        body: BodyBound | None,
+        *,
+        weights: LexicalWeights,
+        body_weight: float,
+        slack: float,
+        project_key: str = "",
+    ) -> BoundedCandidates | None:
+        """Every entry in scope that holds a frontmatter term or a query word in its body, with
+        a ceiling of its score: the lexical bound (`weights`, as `top_candidates`) plus
+        `slack`, plus `body_weight` times `body.ceiling` of its body's profile. None when the
+        door cannot be bounded (legacy fragments are stitched before they are scored, or the
+        profiles were built for another passage size): the caller scores every candidate."""
         ...
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:

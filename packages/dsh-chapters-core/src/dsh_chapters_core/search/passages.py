@@ -174,11 +174,10 @@ def score_body(
     if not any(line.hits for line in lines):
         return NO_BODY_MATCH
     size = rules.lines
-    step = max(1, size // 2)
     expected = max(stats.line_words * size, 1.0)
     idf = [stats.idf(q.text) for q in query]
     best_score, best_start = -1.0, 0
-    for start in range(0, max(1, len(lines) - step), step):
+    for start in window_starts(len(lines), size):
         window = lines[start:start + size]
         tf = [0] * len(query)
         length = 0
@@ -209,6 +208,97 @@ def score_body(
     anchor = Anchor(first_line + best_start + offset,
                     snippet(text_line, window[offset].hits, rules.snippet_chars))
     return BodyMatch(round(best_score, 9), anchor)
+
+
+def window_starts(lines: int, size: int) -> range:
+    """Where the passages of a body of `lines` lines start: `size` lines each, by half steps."""
+    step = max(1, size // 2)
+    return range(0, max(1, lines - step), step)
+
+
+@dataclass(frozen=True, slots=True)
+class BodyProfile:
+    """What bounds a body's best passage without reading it again: per term, the most words
+    holding it in any one passage, and the fewest words any passage has. Computed once when
+    the body is indexed, for one passage size (`searchPassageLines`)."""
+
+    min_words: int
+    counts: Mapping[str, int]
+
+
+def body_profile(body: str, size: int) -> BodyProfile:
+    """The profile of `body` for passages of `size` lines, cut exactly as `score_body` cuts."""
+    if not body:
+        return BodyProfile(0, {})
+    memo: dict[str, tuple[str, ...]] = {}
+    line_terms: list[list[str]] = []
+    line_words: list[int] = []
+    for text in body.split("\n"):
+        found: list[str] = []
+        count = 0
+        for _, word in words(text):
+            count += 1
+            terms = memo.get(word)
+            if terms is None:
+                terms = memo[word] = word_terms(word)
+            found.extend(terms)
+        line_terms.append(found)
+        line_words.append(count)
+    counts: dict[str, int] = {}
+    fewest = -1
+    for start in window_starts(len(line_terms), size):
+        window: dict[str, int] = {}
+        for found in line_terms[start:start + size]:
+            for term in found:
+                window[term] = window.get(term, 0) + 1
+        for term, n in window.items():
+            if n > counts.get(term, 0):
+                counts[term] = n
+        length = sum(line_words[start:start + size])
+        fewest = length if fewest < 0 else min(fewest, length)
+    return BodyProfile(max(fewest, 0), counts)
+
+
+@dataclass(frozen=True, slots=True)
+class BodyBound:
+    """The ceiling of `score_body` for one query over a door: per query word its terms and
+    inverse document frequency, and the passage rules. A body whose profile holds, for word
+    i, at most m_i matching words in any passage and at least L words in every passage scores
+    no more than sum_i idf_i * m_i (k1 + 1) / (m_i + k1 (1 - b + b L / E)), times the share of
+    the words it holds, plus the phrase bonus for every adjacent pair of words it holds."""
+
+    terms: tuple[tuple[str, ...], ...]
+    idf: tuple[float, ...]
+    k1: float
+    b: float
+    expected: float  # words of an average passage (E)
+    phrase_bonus: float
+    lines: int  # the passage size the profiles must have been built for
+
+    @classmethod
+    def of(cls, query: Sequence[QueryWord], stats: BodyStats, rules: PassageRules) -> BodyBound:
+        return cls(tuple(tuple(sorted(q.terms)) for q in query),
+                   tuple(stats.idf(q.text) for q in query), rules.k1, rules.b,
+                   max(stats.line_words * rules.lines, 1.0), rules.phrase_bonus, rules.lines)
+
+    def word_counts(self, profile: BodyProfile) -> tuple[int, ...]:
+        """Per query word, the most matching words one passage can hold (m_i)."""
+        return tuple(sum(profile.counts.get(t, 0) for t in terms) for terms in self.terms)
+
+    def ceiling(self, counts: Sequence[int], min_words: int) -> float:
+        """The bound for a body with these m_i and this shortest passage (see the class).
+        The cache computes the same expression in its own engine; this one is the reference."""
+        n = len(counts)
+        if not n or not any(counts):
+            return 0.0
+        norm = self.k1 * (1.0 - self.b + self.b * min_words / self.expected)
+        bm25 = 0.0
+        for i, m in enumerate(counts):
+            if m:
+                bm25 += self.idf[i] * m * (self.k1 + 1.0) / (m + norm)
+        held = sum(1 for m in counts if m)
+        pairs = sum(1 for i in range(1, n) if counts[i] and counts[i - 1])
+        return bm25 * held / n + self.phrase_bonus * pairs
 
 
 def snippet(text: str, hits: Sequence[tuple[int, int, int]], limit: int) -> str:

@@ -53,10 +53,11 @@ from dsh_chapters_core.search.index import (
     update_index,
 )
 from dsh_chapters_core.search.packing import AnswerStatus, SearchAnswer, max_lines, pack_results
-from dsh_chapters_core.search.passages import BodyStats, body_stats
+from dsh_chapters_core.search.passages import BodyBound, BodyStats, PassageRules, body_stats
 from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry, rank_entries
 from dsh_chapters_core.search.stitching import is_legacy_fragment, stitch_fragments
-from dsh_chapters_core.search.terms import query_words
+from dsh_chapters_core.search.terms import QueryWord, query_words
+from dsh_chapters_core.search.topk import best_of
 from dsh_chapters_core.search.vocabulary import (
     VOCABULARY_PATH,
     VocabularyCandidate,
@@ -249,7 +250,14 @@ class SearchService:
         if topic:
             entries: Iterable[SearchEntry] = self._topic_entries(door, topic, curation)
         elif door.cache is not None and words:
-            # Body candidates cannot be bounded by frontmatter weights: every holder is scored.
+            stats = door.cache.body_stats(words)
+            if limit is not None:
+                bounded = self._rank_bounded(door, request, terms, words, stats, curation,
+                                             scope=scope, core_rule_ids=core_rule_ids,
+                                             limit=limit)
+                if bounded is not None:
+                    return bounded
+            # No ceiling to stop at (legacy fragments, curated weights): every holder is scored.
             body_terms = sorted({t for w in words for t in w.terms})
             found = door.cache.candidates(terms, body_terms)
             entries = [e for e in found if is_legacy_fragment(e)
@@ -258,7 +266,6 @@ class SearchService:
             if sessions:
                 entries = [*[c for c in entries if not is_legacy_fragment(c)],
                            *stitch_fragments(door.cache.fragments(sorted(sessions)))]
-            stats = door.cache.body_stats(words)
         elif door.cache is not None:
             entries, plain_total = self._cached_candidates(
                 door.cache, terms, scope=scope, core_rule_ids=core_rule_ids, limit=limit)
@@ -283,6 +290,47 @@ class SearchService:
         # The count only matters when nothing matched ("no-match" vs "empty").
         documents = 0 if ranked else self._document_count(door)
         return DoorRanking(door=door, ranked=ranked, total=total, documents=documents)
+
+    def _rank_bounded(
+        self,
+        door: SearchDoor,
+        request: SearchRequest,
+        terms: Sequence[str],
+        words: Sequence[QueryWord],
+        stats: BodyStats,
+        curation: Curation,
+        *,
+        scope: str,
+        core_rule_ids: frozenset[str],
+        limit: int,
+    ) -> DoorRanking | None:
+        """The best `limit` by ceilings (topk.py); None when the door cannot be bounded or a
+        curation fact makes a score depend on other entries (`group`) or on labels the
+        ceiling does not weigh (`topic-weight`)."""
+        cache = door.cache
+        facts = rank_facts(curation.log.facts, curation.aliases)
+        if cache is None or facts.groups or facts.topic_weights:
+            return None
+        config = self.config
+        rules = PassageRules(config.search_bm25_k1, config.search_bm25_b,
+                             config.search_passage_lines, config.search_phrase_bonus,
+                             config.search_snippet_chars)
+        found = cache.bounded(
+            terms, BodyBound.of(words, stats, rules), weights=LexicalWeights.of(config),
+            body_weight=config.search_body_weight,
+            slack=config.rules_core_bonus if core_rule_ids else 0.0, project_key=scope)
+        if found is None:
+            return None
+        now = self.clock_now()
+
+        def score(entries: Sequence[SearchEntry]) -> Sequence[ScoredEntry]:
+            return rank_entries(entries, terms, config=config, aliases=curation.aliases,
+                                core_rule_ids=core_rule_ids, now_hint=now,
+                                text=request.query, stats=stats, facts=facts)
+
+        ranked, _ = best_of(found.rows, limit=limit, load=cache.by_paths, score=score)
+        documents = 0 if ranked else self._document_count(door)
+        return DoorRanking(door=door, ranked=ranked, total=found.total, documents=documents)
 
     def _cached_candidates(
         self,

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import dump_frontmatter
-from dsh_chapters_core.ports.search import CandidatePage
+from dsh_chapters_core.ports.search import BoundedCandidates, CandidatePage
 from dsh_chapters_core.search.entries import SearchEntry
-from dsh_chapters_core.search.passages import BodyStats, body_stats
+from dsh_chapters_core.search.passages import BodyBound, BodyStats, body_profile, body_stats
 from dsh_chapters_core.search.passages import body_terms as search_body_terms
 from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
@@ -140,6 +140,32 @@ class MemorySearchCache:
                  or not project_key or e.project_key in (project_key, "")]
         return CandidatePage(entries=found,
                              plain_total=sum(1 for e in found if not is_legacy_fragment(e)))
+
+    def bounded(self, terms: Sequence[str], body: BodyBound | None, *,
+                weights: LexicalWeights, body_weight: float, slack: float,
+                project_key: str = "") -> BoundedCandidates | None:
+        """The contract by the core's reference expressions (`BodyBound.ceiling`)."""
+        entries = [e for e, _ in self.rows.values()]
+        if any(is_legacy_fragment(e) for e in entries):
+            return None
+        wanted = set(terms)
+        rows: list[tuple[float, float, str]] = []
+        for e in entries:
+            if project_key and e.project_key not in (project_key, ""):
+                continue
+            fm = sum(weights.topic * (t in e.topic_terms) + weights.title * (t in e.title_terms)
+                     + weights.summary * (t in e.summary_terms) for t in wanted)
+            fm += weights.category if wanted & e.category_terms else 0.0
+            held = wanted & (e.topic_terms | e.title_terms | e.summary_terms
+                             | e.category_terms)
+            ceiling = 0.0
+            if body is not None and e.body:
+                profile = body_profile(e.body, body.lines)
+                ceiling = body.ceiling(body.word_counts(profile), profile.min_words)
+            if held or ceiling > 0:
+                rows.append((fm + slack + body_weight * ceiling, e.date_key, e.path))
+        rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+        return BoundedCandidates(total=len(rows), rows=iter([(p, c) for c, _, p in rows]))
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
         dirs = set(session_dirs)
