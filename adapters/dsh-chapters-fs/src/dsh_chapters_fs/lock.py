@@ -29,6 +29,19 @@ from dsh_chapters_fs.atomic import make_dirs, pid_alive, sweep_temp_files, write
 LOCK_NAME = "writer.lock"
 HOLDER_NAME = "writer.holder"
 RELEASED_NAME = "writer.released"  # written at a clean release: no sweep needed next time
+# Counts writer sections: bumped as each one starts, before it can write a byte, so anything
+# derived from the store (the search index) knows it is current by comparing one number.
+GENERATION_NAME = "generation"
+
+
+def read_generation(store_root: str | os.PathLike[str]) -> str:
+    """The store's writer generation; "" when no writer ever held the lock (or it is unreadable,
+    which a reader takes as "unknown": it must look for itself)."""
+    try:
+        text = (Path(store_root) / "state" / GENERATION_NAME).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return text.strip() if text.strip().isdigit() else ""
 
 
 @attrs.frozen
@@ -152,6 +165,11 @@ class FileWriterLock:
             clean = self.released_path.is_file()
             self.released_path.unlink(missing_ok=True)
             self.swept = 0 if clean else sweep_temp_files(self.state_dir.parent)
+            # A missing or damaged counter restarts from the clock, never from a number an
+            # index may already have recorded.
+            generation = read_generation(self.state_dir.parent)
+            following = int(generation) + 1 if generation else time.time_ns() // 1000
+            write_atomic(self.state_dir / GENERATION_NAME, f"{following}\n".encode("ascii"))
             self.took_over = previous if previous is not None and self._is_stale(previous) else None
             now = time.time()
             holder = Holder(pid=os.getpid(), host=socket.gethostname(),

@@ -23,14 +23,13 @@ from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTre
 from dsh_chapters_core.ports.transport import ProviderFactory
 from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.reading import ReadRoot
-from dsh_chapters_core.rules import core_rule_ids, load_rules
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
 from dsh_chapters_fs.clock import SystemClock
 from dsh_chapters_fs.configfile import HARNESS_ID_PATTERN, load_config
 from dsh_chapters_fs.credentials import FileCredentialStore
 from dsh_chapters_fs.home import resolve_dsh_home, user_config_path
-from dsh_chapters_fs.lock import FileWriterLock
+from dsh_chapters_fs.lock import FileWriterLock, read_generation
 from dsh_chapters_fs.search_cache import SqliteSearchCache
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
 from dsh_chapters_fs.store import STORE_DIRNAME, FsChapterStore
@@ -40,6 +39,7 @@ from dsh_chapters_fs.workspace import PROJECT_CONFIG, find_workspace, project_re
 
 from dsh_chapters.app import MIRROR_DIRNAME, App, Factories, StatusContributor
 from dsh_chapters.plugins import LazyPlugins, load_harness_readers, load_provider_factories
+from dsh_chapters.services import rules
 
 if TYPE_CHECKING:
     from dsh_chapters_core.enrich.queue import ModelRoute
@@ -131,20 +131,25 @@ def open_search(app: App, cached: bool = True) -> SearchService:
             reader=reader, prefix=f"{MIRROR_DIRNAME}/",
             cache=SqliteSearchCache(cache_dir / "search-mirror.sqlite", passage_lines=lines)
             if cached else None,
-            state=store_tree, state_path="cache/index-mirror.tokens.json"))
+            state=store_tree, state_path="cache/index-mirror.tokens.json",
+            generation_path="cache/index-mirror.generation"))
     doors.append(SearchDoor(
         name=DoorName.STORE, layout=DoorLayout.STORE, tree=store_tree, reader=reader,
         prefix=f"{STORE_DIRNAME}/",
         cache=SqliteSearchCache(cache_dir / "search-store.sqlite", passage_lines=lines)
         if cached else None,
-        state=store_tree, state_path="cache/index-store.tokens.json"))
+        state=store_tree, state_path="cache/index-store.tokens.json",
+        generation_path="cache/index-store.generation"))
+    def generation() -> str:
+        return read_generation(app.store_root)
+
     def core_rules() -> frozenset[str]:
         # The per-machine core bonus (§8) follows the rules use case exactly: this machine's
         # own approvals, bound to the bytes the human approved (amendment 2026-09-20).
-        return core_rule_ids(load_rules(app.store_tree, app.store, app.harness_id))
+        return rules.core_rule_ids_at(app, generation())
 
     return SearchService(doors=doors, config=app.config, harness_id=app.harness_id,
-                         clock_now=app.clock.now, core_rules=core_rules)
+                         clock_now=app.clock.now, core_rules=core_rules, generation=generation)
 
 
 def read_roots(app: App) -> tuple[ReadRoot, ...]:

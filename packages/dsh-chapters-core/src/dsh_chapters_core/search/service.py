@@ -27,7 +27,7 @@ from dsh_chapters_core.curation import (
     make_fact,
 )
 from dsh_chapters_core.documents import Document
-from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters_core.ports.search import DerivedTree, DocumentReader, SearchCache
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.rules import RuleStatus, effective_statuses
@@ -89,6 +89,10 @@ class SearchDoor:
     cache: SearchCache | None = None
     state: FileTree | None = None
     state_path: str = ""
+    # Where the store generation this door's index was last brought current at is kept (in
+    # `state`): a query that reads the same generation from the store knows, without walking
+    # the store, that nothing was written since.
+    generation_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,8 @@ class SearchService:
     harness_id: str = ""
     clock_now: Callable[[], str] = field(default=lambda: "")
     core_rules: Callable[[], frozenset[str]] | None = None  # injected by the rules use case
+    # The store's writer generation (bumped as each writer section starts); "" = unknown.
+    generation: Callable[[], str] | None = None
 
     def close(self) -> None:
         for door in self.doors:
@@ -502,7 +508,10 @@ class SearchService:
         changed: Iterable[str] | None = None,
         vocabulary: bool = False,
     ) -> RefreshReport:
-        """Update the door's index (O(delta)), then its cache; `rebuild` is the recovery path."""
+        """Update the door's index (O(delta)), then its cache; `rebuild` is the recovery path.
+        A walk of the whole door (no `changed`) leaves the index current as of the generation
+        read before it began; a writer that started since has bumped it past that."""
+        generation = self._generation() if changed is None else ""
         tokens = self._load_tokens(door)
         update = update_index(door.tree, layout=door.layout, reader=door.reader,
                               fingerprints=tokens, rebuild=rebuild, changed=changed)
@@ -511,6 +520,7 @@ class SearchService:
                 dict(update.fingerprints), sort_keys=True, separators=(",", ":")).encode("utf-8"))
         self._patch_cache(door, update.manifest, update.curation, update.loaded, reset=rebuild,
                           delta=update)
+        self._record_generation(door, generation)
         report = RefreshReport(door=door.name, update=update)
         if vocabulary:
             report = self._vocabulary(door, report)
@@ -518,11 +528,48 @@ class SearchService:
         return report
 
     def bring_current(self, door: SearchDoor) -> RefreshReport | None:
-        """Refresh the door only if something changed since its last update (a walk of
-        stats, no read); None when it was already current. What `chapters search` runs."""
-        if index_is_current(door.tree, door.layout, self._load_tokens(door)):
+        """Refresh the door only if something was written since its last update; None when
+        it was already current. What `chapters search` runs.
+
+        The freshness rule (search.md): when the store's writer generation is the one the
+        index recorded, no writer has run since and nothing is looked at; otherwise the door
+        is walked (stats only) and what changed is read. A file copied in by hand, behind
+        every writer, is found by `chapters index`."""
+        generation = self._generation()
+        if generation and generation == self._index_generation(door):
             return None
-        return self.refresh(door)
+        if not index_is_current(door.tree, door.layout, self._load_tokens(door)):
+            return self.refresh(door)
+        self._record_generation(door, generation)
+        return None
+
+    def refresh_written(self, door: SearchDoor, changed: Iterable[str]) -> RefreshReport | None:
+        """The index kept current where documents are written: called inside the writer's
+        lock section with the paths it wrote. When the index was current as the section began
+        (its generation is the one before), reading just these paths makes it current again;
+        otherwise it is left for the next query to bring current."""
+        generation = self._generation()
+        before = self._index_generation(door)
+        if not generation.isdigit() or not before.isdigit() or int(before) != int(generation) - 1:
+            return None
+        report = self.refresh(door, changed=sorted(set(changed)))
+        self._record_generation(door, generation)
+        return report
+
+    def _generation(self) -> str:
+        return self.generation() if self.generation is not None else ""
+
+    def _index_generation(self, door: SearchDoor) -> str:
+        if door.state is None or not door.generation_path:
+            return ""
+        try:
+            return door.state.read(door.generation_path).decode("ascii").strip()
+        except (OSError, KeyError, UnicodeDecodeError, ChaptersError):
+            return ""
+
+    def _record_generation(self, door: SearchDoor, generation: str) -> None:
+        if door.state is not None and door.generation_path and generation:
+            door.state.write(door.generation_path, f"{generation}\n".encode("ascii"))
 
     def _vocabulary(self, door: SearchDoor, report: RefreshReport) -> RefreshReport:
         update = report.update
