@@ -1,7 +1,8 @@
 """Archive cost against store size: one new turn into an empty store and into a 5,000-chapter one.
 
 The archive path must be O(new turns), not O(corpus): its crash check reads the newest
-chapter of the session, never every document. Both cases run side by side in one process,
+chapter of the session, never every document, and the search index it keeps current reads only
+the chapters it wrote (both stores have a current index, as a store in use does). Both cases run side by side in one process,
 each trial on a fresh copy of its store, and the figure is the ratio of medians (target ≤ 2×).
 Writes `benchmarks/results/archive_scaling.json`.
 """
@@ -21,6 +22,7 @@ from typing import Any
 
 from dsh_chapters.bootstrap import bootstrap
 from dsh_chapters.services.archive import archive_and_log, read_transcript
+from dsh_chapters.services.search import refresh_index
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CWD = "/home/dev/work/widgets"
@@ -73,6 +75,7 @@ def build_store(root: Path, chapters: int, per_session: int, env: dict[str, str]
         path = transcript(root / f"s{s}.jsonl", f"{s:08d}-0000-4000-8000-000000000000",
                           per_session)
         archive_and_log(app, read_transcript(app, path, "claude-code"))
+    refresh_index(app, rebuild=False)  # a store in use has a current index: archive keeps it so
     return ws
 
 
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         started = time.perf_counter()
         empty = _workspace(root / "empty")
+        refresh_index(bootstrap(empty, env), rebuild=False)
         full = build_store(root / "full", args.chapters, args.per_session, env)
         built = len(list((full / ".dsh-chapters").glob("*/chapters/*.md")))
         print(f"built a store of {built} chapters in {time.perf_counter() - started:.1f} s",

@@ -257,3 +257,51 @@ def test_a_file_copied_in_by_hand_is_answered_after_chapters_index(
     assert [m["path"] for m in data["matches"]] == [".dsh-chapters/s7/chapters/001-x.md"]
     code, _, err = run(ws, capsys, "search", "zeppelin")
     assert "rebuilt" not in err  # current: no rebuild, no message
+
+
+def generations(ws: Path) -> tuple[str, str]:
+    """(the store's writer generation, the store door index's recorded one)."""
+    store = ws / ".dsh-chapters"
+    return ((store / "state/generation").read_text().strip(),
+            (store / "cache/index-store.generation").read_text().strip())
+
+
+def test_archive_keeps_the_index_current_so_a_query_walks_nothing(
+        workspace: Path, capsys: Capture) -> None:
+    ws = corpus(workspace, capsys)
+    code, _, err = run(ws, capsys, "index")
+    assert code == 0, err
+    writer, indexed = generations(ws)
+    assert writer == indexed  # `chapters index` held the lock, walked, and recorded it
+    archived(ws, capsys)
+    after_writer, after_indexed = generations(ws)
+    assert int(after_writer) > int(writer)  # each writer section bumps it as it starts
+    assert after_indexed == after_writer  # archive updated the index for what it wrote
+    tokens = json.loads((ws / ".dsh-chapters/cache/index-store.tokens.json").read_text())
+    chapters = sorted(p.relative_to(ws / ".dsh-chapters").as_posix()
+                      for p in (ws / ".dsh-chapters").glob("*/chapters/*.md"))
+    assert set(chapters) <= set(tokens)  # the new chapters were read at write time
+    code, _, err = run(ws, capsys, "search", "retry", "--json")
+    assert code == 0 and "rebuilt" not in err
+
+
+def test_a_query_trusts_the_generation_and_chapters_index_walks(
+        workspace: Path, capsys: Capture) -> None:
+    """The freshness rule: equal generations mean no writer ran, so the query walks nothing;
+    a file copied in by hand, behind every writer, is found by `chapters index`."""
+    ws = corpus(workspace, capsys)
+    assert run(ws, capsys, "index")[0] == 0
+    key = project_key(ws, capsys)
+    write_doc(ws / ".dsh-chapters/s8/chapters/001-x.md", title="Quokka feeding rota",
+              summary="quokka", topics=["quokka"], projectKey=key, sessionId="s8",
+              date="2026-11-06T10:00:00Z")
+    assert as_json(ws, capsys, "search", "quokka")["status"] == "no-match"
+    assert run(ws, capsys, "index")[0] == 0
+    data = as_json(ws, capsys, "search", "quokka")
+    assert [m["path"] for m in data["matches"]] == [".dsh-chapters/s8/chapters/001-x.md"]
+    # A damaged generation is "unknown": the query walks, as before the rule.
+    (ws / ".dsh-chapters/state/generation").write_text("not a number\n")
+    write_doc(ws / ".dsh-chapters/s8/chapters/002-x.md", title="Quokka vet visit",
+              summary="quokka vet", topics=["quokka"], projectKey=key, sessionId="s8",
+              date="2026-11-07T10:00:00Z")
+    assert as_json(ws, capsys, "search", "quokka")["total"] == 2

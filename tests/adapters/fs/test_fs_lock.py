@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.ports.store import WriterLock
-from dsh_chapters_fs.lock import FileWriterLock, pid_alive
+from dsh_chapters_fs.lock import FileWriterLock, pid_alive, read_generation
 
 HOLD_SCRIPT = r"""
 import sys, time
@@ -130,3 +130,22 @@ def test_a_soft_lock_left_by_a_dead_stale_holder_is_broken(tmp_path: Path, monke
     lock = FileWriterLock(tmp_path, stale_seconds=1)
     with lock.hold(0.2):
         assert lock.took_over is not None
+
+
+def test_each_writer_section_bumps_the_generation_as_it_starts(tmp_path: Path) -> None:
+    """Search's freshness rule reads this number: it moves before a writer writes a byte, once
+    per outermost section, and a damaged counter restarts from the clock, never from a number
+    an index may have recorded."""
+    lock = FileWriterLock(tmp_path, stale_seconds=600)
+    assert read_generation(tmp_path) == ""  # no writer yet: unknown
+    with lock.hold(5):
+        first = read_generation(tmp_path)
+        assert first.isdigit()
+        with lock.hold(5):  # nested in the same process: the same section
+            assert read_generation(tmp_path) == first
+    with lock.hold(5):
+        assert int(read_generation(tmp_path)) == int(first) + 1
+    (tmp_path / "state/generation").write_text("garbage\n")
+    assert read_generation(tmp_path) == ""
+    with lock.hold(5):
+        assert int(read_generation(tmp_path)) > int(first) + 1

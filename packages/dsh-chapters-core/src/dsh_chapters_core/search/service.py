@@ -462,7 +462,8 @@ class SearchService:
         fresh_docs = {doc.path: (doc, sha) for doc, sha in loaded}
         batch = self.config.search_cache_batch_rows
         if (not reset and not realias and delta is not None and delta.prior_key
-                and state.get("manifest") == delta.prior_key and len(fresh_docs) <= batch):
+                and delta.loaded_all and state.get("manifest") == delta.prior_key
+                and len(fresh_docs) <= batch):
             delta_rows = [(entry_from_document(doc, aliases=curation.aliases,
                                                pins=curation.pins_of(doc.path)), sha)
                           for doc, sha in fresh_docs.values()]

@@ -37,7 +37,7 @@ from dsh_chapters_core.sync import (
 from dsh_chapters_fs.workspace import set_project_setting
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
-from dsh_chapters.services import enrich
+from dsh_chapters.services import enrich, search
 
 GITIGNORE_ENTRIES = (f"{MIRROR_DIRNAME}/", f"{MIRROR_DIRNAME}.*/")
 GITIGNORE_STATE = "state/gitignore.json"  # records that the hint was written (so: once)
@@ -224,6 +224,10 @@ def run_sync(app: App, mode: str | SyncMode = SyncMode.FULL) -> SyncReport:
         )
     finally:
         provider.close()
+    if report.copied_in_new or report.copied_in_changed or report.pulled:
+        # Search's freshness rule: the copy-in wrote documents, so both doors are brought
+        # current here, once, and the next query walks nothing.
+        search.bring_current(app)
     return _scrub(report, app.credentials.read(app.identity.project_key))
 
 

@@ -24,7 +24,7 @@ from dsh_chapters_core.reading import (
     table_of_contents,
 )
 from dsh_chapters_core.search.packing import SearchAnswer
-from dsh_chapters_core.search.service import RefreshReport, SearchRequest
+from dsh_chapters_core.search.service import DoorName, RefreshReport, SearchRequest
 
 from dsh_chapters.app import App
 
@@ -52,6 +52,32 @@ def search_answer(app: App, request: SearchRequest, *,
             if report is not None and report.update.rebuilt and on_rebuilt is not None:
                 on_rebuilt(report)
         return service.search(request)
+    finally:
+        service.close()
+
+
+def index_written(app: App, paths: list[str]) -> None:
+    """Keep the store door's index current where chapters are written (search.md "The
+    freshness rule"): right after the writer section that wrote `paths`, so the next query
+    walks nothing. The index is derived: if this cannot run, the next query catches up."""
+    if not paths:
+        return
+    service = app.open_search()
+    try:
+        door = service.door(DoorName.STORE)
+        if door is not None:
+            service.refresh_written(door, paths)
+    finally:
+        service.close()
+
+
+def bring_current(app: App) -> None:
+    """Every door's index brought current now (after a sync changed the store and the mirror),
+    so the next query walks nothing."""
+    service = app.open_search()
+    try:
+        for door in service.doors:
+            service.bring_current(door)
     finally:
         service.close()
 

@@ -53,6 +53,7 @@ class IndexUpdate:
     shards_removed: tuple[str, ...] = ()
     divergent: tuple[str, ...] = ()  # derived files found divergent and re-rendered
     loaded: tuple[tuple[Document, str], ...] = ()  # (document, sha256) of what was read
+    loaded_all: bool = True  # False when some were read but not kept (KEEP_LOADED)
     prior_key: str = ""  # the manifest key before this update ("" on a rebuild)
     fingerprints: Mapping[str, str] = field(default_factory=dict)
 
@@ -99,6 +100,12 @@ class _Reads:
     updated: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     loaded: list[tuple[Document, str]] = field(default_factory=list)
+    dropped: int = 0  # read but not kept: the cache reads those again, a batch at a time
+
+
+# Documents an update keeps in memory for the search cache; a rebuild of a big corpus keeps
+# none past this, so building never holds the corpus (the cache re-reads, batch by batch).
+KEEP_LOADED = 1000
 
 
 def _read_candidate(tree: DerivedTree, layout: DoorLayout, reader: DocumentReader, path: str,
@@ -114,8 +121,11 @@ def _read_candidate(tree: DerivedTree, layout: DoorLayout, reader: DocumentReade
         reads.skipped.append(path)
     else:
         # Kept for the search cache: only what an entry is built from (bounded memory).
-        reads.loaded.append((dataclasses.replace(
-            doc, extra=(), messages=(), sha256="", body_sha256=""), sha))
+        if len(reads.loaded) < KEEP_LOADED:
+            reads.loaded.append((dataclasses.replace(
+                doc, extra=(), messages=(), sha256="", body_sha256=""), sha))
+        else:
+            reads.dropped += 1
     (reads.added if old is None else reads.updated).append(path)
     return record_of(path, sha, doc)
 
@@ -322,6 +332,7 @@ def _finish(tree: DerivedTree, prior: IndexManifest | None, manifest: IndexManif
         shards_removed=tuple(removed_shards),
         divergent=tuple(sorted(set(divergent))),
         loaded=tuple(reads.loaded),
+        loaded_all=not reads.dropped,
         prior_key=prior.key if prior is not None else "",
         fingerprints=tokens,
     )
