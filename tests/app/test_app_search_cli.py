@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from dsh_chapters.cli import main
 from dsh_chapters_core.frontmatter import dump_frontmatter
+from dsh_chapters_fs.lock import read_generation
 
 Capture = pytest.CaptureFixture[str]
 DEMO = (Path(__file__).parents[2]
@@ -262,8 +263,7 @@ def test_a_file_copied_in_by_hand_is_answered_after_chapters_index(
 def generations(ws: Path) -> tuple[str, str]:
     """(the store's writer generation, the store door index's recorded one)."""
     store = ws / ".dsh-chapters"
-    return ((store / "state/generation").read_text().strip(),
-            (store / "cache/index-store.generation").read_text().strip())
+    return (read_generation(store), (store / "cache/index-store.generation").read_text().strip())
 
 
 def test_archive_keeps_the_index_current_so_a_query_walks_nothing(
@@ -300,7 +300,8 @@ def test_a_query_trusts_the_generation_and_chapters_index_walks(
     data = as_json(ws, capsys, "search", "quokka")
     assert [m["path"] for m in data["matches"]] == [".dsh-chapters/s8/chapters/001-x.md"]
     # A damaged generation is "unknown": the query walks, as before the rule.
-    (ws / ".dsh-chapters/state/generation").write_text("not a number\n")
+    with (ws / ".dsh-chapters/logs/chapters.log").open("a") as log:
+        log.write('{"event":"writer","generation":"damaged"}\n')
     write_doc(ws / ".dsh-chapters/s8/chapters/002-x.md", title="Quokka vet visit",
               summary="quokka vet", topics=["quokka"], projectKey=key, sessionId="s8",
               date="2026-11-07T10:00:00Z")

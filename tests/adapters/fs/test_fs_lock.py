@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.ports.store import WriterLock
+from dsh_chapters_fs.atomic import write_atomic
 from dsh_chapters_fs.lock import FileWriterLock, pid_alive, read_generation
 
 HOLD_SCRIPT = r"""
@@ -132,20 +133,31 @@ def test_a_soft_lock_left_by_a_dead_stale_holder_is_broken(tmp_path: Path, monke
         assert lock.took_over is not None
 
 
-def test_each_writer_section_bumps_the_generation_as_it_starts(tmp_path: Path) -> None:
+def test_each_writer_section_numbers_itself_in_the_store_log_as_it_starts(tmp_path: Path) -> None:
     """Search's freshness rule reads this number: it moves before a writer writes a byte, once
-    per outermost section, and a damaged counter restarts from the clock, never from a number
+    per outermost section; a section that wrote nothing takes its line back (the store stays
+    byte-identical); a damaged line restarts the count from the clock, never from a number
     an index may have recorded."""
     lock = FileWriterLock(tmp_path, stale_seconds=600)
+    log = tmp_path / "logs/chapters.log"
     assert read_generation(tmp_path) == ""  # no writer yet: unknown
     with lock.hold(5):
         first = read_generation(tmp_path)
         assert first.isdigit()
         with lock.hold(5):  # nested in the same process: the same section
             assert read_generation(tmp_path) == first
+    assert not log.exists()  # that section wrote nothing: its line was taken back
     with lock.hold(5):
-        assert int(read_generation(tmp_path)) == int(first) + 1
-    (tmp_path / "state/generation").write_text("garbage\n")
+        write_atomic(tmp_path / "s1/chapters/001-a.md", b"a chapter\n")
+        written = read_generation(tmp_path)
+    assert read_generation(tmp_path) == written
+    kept = log.read_bytes()
+    assert json.loads(kept.splitlines()[-1])["event"] == "writer"
+    with lock.hold(5):
+        assert int(read_generation(tmp_path)) == int(written) + 1
+    assert log.read_bytes() == kept  # nothing written: back to the byte
+    log.write_bytes(kept + b'{"event":"writer","generation":"x"}\n')
     assert read_generation(tmp_path) == ""
     with lock.hold(5):
-        assert int(read_generation(tmp_path)) > int(first) + 1
+        write_atomic(tmp_path / "s1/chapters/002-b.md", b"another\n")
+    assert int(read_generation(tmp_path)) > int(written) + 1

@@ -18,6 +18,7 @@ import itertools
 import os
 import secrets
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +34,19 @@ def is_temp_name(name: str) -> bool:
 
 
 _write_numbers = itertools.count(1)
+_started = [0]  # write_atomic calls begun in this process (the writer lock reads it)
+_started_guard = threading.Lock()
+
+
+def writes_started() -> int:
+    """How many writes this process has begun: a writer section that began none wrote nothing."""
+    return _started[0]
+
+
+def note_write() -> None:
+    """Count a write made by other means than `write_atomic` (a derived file's fast path)."""
+    with _started_guard:
+        _started[0] += 1
 
 
 def _trace(stage: str, number: int, path: Path) -> None:
@@ -78,6 +92,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool 
     writers can never both think they created the same chapter.
     """
     number = next(_write_numbers)
+    note_write()
     make_dirs(path.parent)
     tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)

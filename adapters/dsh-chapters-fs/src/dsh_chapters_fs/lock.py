@@ -17,31 +17,55 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import filelock
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.ports.store import LockState
 
-from dsh_chapters_fs.atomic import make_dirs, pid_alive, sweep_temp_files, write_atomic
+from dsh_chapters_fs.atomic import (
+    make_dirs,
+    pid_alive,
+    sweep_temp_files,
+    write_atomic,
+    writes_started,
+)
+from dsh_chapters_fs.storelog import LOG_RELPATH
 
 LOCK_NAME = "writer.lock"
 HOLDER_NAME = "writer.holder"
 RELEASED_NAME = "writer.released"  # written at a clean release: no sweep needed next time
-# Counts writer sections: bumped as each one starts, before it can write a byte, so anything
-# derived from the store (the search index) knows it is current by comparing one number.
-GENERATION_NAME = "generation"
+# The writer generation lives in the store's own log (`logs/chapters.log`): each writer section
+# appends a `writer` line numbering it as it starts, before it can write a byte, so anything
+# derived from the store (the search index) knows it is current by comparing one number. The
+# log is append-only, so the store's other files stay exactly as the archive left them.
+_WRITER_EVENT = b'"event":"writer"'
+_TAIL_BYTES = 64 * 1024  # how far back a reader looks for the last `writer` line
+
+if TYPE_CHECKING:
+    import filelock
 
 
 def read_generation(store_root: str | os.PathLike[str]) -> str:
-    """The store's writer generation; "" when no writer ever held the lock (or it is unreadable,
-    which a reader takes as "unknown": it must look for itself)."""
+    """The store's writer generation: the number of the last `writer` line of the store log,
+    read from its tail. "" when there is none within reach (no writer ever held the lock, or a
+    damaged line), which a reader takes as "unknown": it must look for itself."""
+    path = Path(store_root) / LOG_RELPATH
     try:
-        text = (Path(store_root) / "state" / GENERATION_NAME).read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError):
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - _TAIL_BYTES))
+            tail = handle.read()
+    except OSError:
         return ""
-    return text.strip() if text.strip().isdigit() else ""
+    for line in reversed(tail.splitlines()):
+        if _WRITER_EVENT in line:
+            try:
+                number = json.loads(line)["generation"]
+            except (ValueError, KeyError, TypeError):
+                return ""
+            return str(number) if isinstance(number, int) and number > 0 else ""
+    return ""
 
 
 @attrs.frozen
@@ -99,6 +123,8 @@ class FileWriterLock:
             return True
         if not self.path.exists():
             return False
+        import filelock  # on use: a command that never locks (a search) never loads it
+
         probe = filelock.FileLock(self.path, timeout=0)
         try:
             probe.acquire()
@@ -106,6 +132,36 @@ class FileWriterLock:
             return True
         probe.release()
         return False
+
+    def _append_writer_line(self, generation: int) -> tuple[int, int]:
+        """Append this section's `writer` line (one O_APPEND write, so concurrent log lines
+        stay whole); the log's size before and after it."""
+        path = self.state_dir.parent / LOG_RELPATH
+        make_dirs(path.parent)
+        line = json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "event": "writer", "generation": generation, "pid": os.getpid()},
+                          sort_keys=True, separators=(",", ":")).encode("ascii") + b"\n"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            before = os.fstat(fd).st_size
+            os.write(fd, line)
+            return before, os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
+    def _take_back_writer_line(self, before: int, after: int) -> None:
+        """Truncate the log back to `before`, unless someone appended since (then the line
+        stays: a number nobody indexed at only costs one walk)."""
+        path = self.state_dir.parent / LOG_RELPATH
+        try:
+            if os.stat(path).st_size != after:
+                return
+            if before:
+                os.truncate(path, before)
+            else:
+                path.unlink()
+        except OSError:
+            return
 
     def state(self) -> LockState:
         holder = self._read_holder()
@@ -142,6 +198,8 @@ class FileWriterLock:
                 self._depth -= 1
             return
         make_dirs(self.state_dir)
+        import filelock  # on use: a command that never locks (a search) never loads it
+
         lock = filelock.FileLock(self.path, timeout=timeout_s)
         try:
             lock.acquire()
@@ -156,6 +214,8 @@ class FileWriterLock:
             except filelock.Timeout:
                 raise self._refusal(timeout_s) from None
         holder_written = False
+        log_sizes: tuple[int, int] | None = None
+        writes_before = 0
         try:
             previous = self._read_holder()
             # What a killed writer left half-written is garbage now: sweep it (§1 invariant 3).
@@ -165,11 +225,11 @@ class FileWriterLock:
             clean = self.released_path.is_file()
             self.released_path.unlink(missing_ok=True)
             self.swept = 0 if clean else sweep_temp_files(self.state_dir.parent)
-            # A missing or damaged counter restarts from the clock, never from a number an
+            # A missing or damaged number restarts from the clock, never from a number an
             # index may already have recorded.
             generation = read_generation(self.state_dir.parent)
             following = int(generation) + 1 if generation else time.time_ns() // 1000
-            write_atomic(self.state_dir / GENERATION_NAME, f"{following}\n".encode("ascii"))
+            log_sizes = self._append_writer_line(following)
             self.took_over = previous if previous is not None and self._is_stale(previous) else None
             now = time.time()
             holder = Holder(pid=os.getpid(), host=socket.gethostname(),
@@ -177,6 +237,7 @@ class FileWriterLock:
                             started_epoch=now)
             write_atomic(self.holder_path, holder.to_json())
             holder_written = True
+            writes_before = writes_started()
             self._lock = lock
             self._depth = 1
             yield
@@ -185,6 +246,11 @@ class FileWriterLock:
             self._depth = 0
             try:
                 self.holder_path.unlink(missing_ok=True)
+                if holder_written and log_sizes and writes_started() == writes_before:
+                    # A section that wrote nothing leaves the store as it found it, byte for
+                    # byte (a re-run of an archive writes nothing at all): its `writer` line is
+                    # taken back. A reader that saw its number only walks once more.
+                    self._take_back_writer_line(*log_sizes)
                 if holder_written:
                     write_atomic(self.released_path, b"")
             finally:

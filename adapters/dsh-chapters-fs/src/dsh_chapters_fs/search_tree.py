@@ -19,7 +19,7 @@ from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import split_frontmatter
 
-from dsh_chapters_fs.atomic import TEMP_SUFFIX, is_temp_name
+from dsh_chapters_fs.atomic import TEMP_SUFFIX, is_temp_name, note_write
 from dsh_chapters_fs.chapterfile import (
     body_digest,
     document_from_fields,
@@ -41,6 +41,7 @@ class SearchTree(DirectoryTree):
         if not path.startswith(DERIVED_PREFIXES):
             super().write(path, data)
             return
+        note_write()  # a writer section that refreshed the index did write (lock.py)
         target = self._abs(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"

@@ -15,19 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsh_chapters_core.config import Config
-from dsh_chapters_core.ports.agents import AgentArchive
-from dsh_chapters_core.ports.clock import Clock
-from dsh_chapters_core.ports.harness import HarnessReader
-from dsh_chapters_core.ports.model import DrainLock, ModelDoor
-from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
-from dsh_chapters_core.ports.transport import ProviderFactory
-from dsh_chapters_core.projectkey import ProjectIdentity
-from dsh_chapters_core.reading import ReadRoot
-from dsh_chapters_core.search.service import SearchService
-
 if TYPE_CHECKING:
+    # Annotations only (the module uses postponed evaluation): a command that composes the
+    # App imports none of these ports until it uses them, which keeps `chapters search` lean.
+    from dsh_chapters_core.config import Config
     from dsh_chapters_core.enrich.queue import ModelRoute
+    from dsh_chapters_core.ports.agents import AgentArchive
+    from dsh_chapters_core.ports.clock import Clock
+    from dsh_chapters_core.ports.harness import HarnessReader
+    from dsh_chapters_core.ports.model import DrainLock, ModelDoor
+    from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
+    from dsh_chapters_core.ports.transport import ProviderFactory
+    from dsh_chapters_core.projectkey import ProjectIdentity
+    from dsh_chapters_core.reading import ReadRoot
+    from dsh_chapters_core.search.service import SearchService
     from dsh_chapters_fs.storelog import StoreLog
     from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer

@@ -14,13 +14,6 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dsh_chapters_core.config import Config
-from dsh_chapters_core.ports.agents import AgentArchive
-from dsh_chapters_core.ports.clock import Clock
-from dsh_chapters_core.ports.harness import HarnessReader
-from dsh_chapters_core.ports.model import DrainLock, ModelDoor
-from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
-from dsh_chapters_core.ports.transport import ProviderFactory
 from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.reading import ReadRoot
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
@@ -39,10 +32,17 @@ from dsh_chapters_fs.workspace import PROJECT_CONFIG, find_workspace, project_re
 
 from dsh_chapters.app import MIRROR_DIRNAME, App, Factories, StatusContributor
 from dsh_chapters.plugins import LazyPlugins, load_harness_readers, load_provider_factories
-from dsh_chapters.services import rules
 
 if TYPE_CHECKING:
+    # Annotations only: every command composes the App, and most never touch these ports.
+    from dsh_chapters_core.config import Config
     from dsh_chapters_core.enrich.queue import ModelRoute
+    from dsh_chapters_core.ports.agents import AgentArchive
+    from dsh_chapters_core.ports.clock import Clock
+    from dsh_chapters_core.ports.harness import HarnessReader
+    from dsh_chapters_core.ports.model import DrainLock, ModelDoor
+    from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
+    from dsh_chapters_core.ports.transport import ProviderFactory
     from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
 
@@ -146,7 +146,10 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     def core_rules() -> frozenset[str]:
         # The per-machine core bonus (§8) follows the rules use case exactly: this machine's
         # own approvals, bound to the bytes the human approved (amendment 2026-09-20).
-        return rules.core_rule_ids_at(app, generation())
+        # Imported on use: only a search asks (the search service is built on demand).
+        from dsh_chapters.services.search import core_rule_ids_at
+
+        return core_rule_ids_at(app, generation())
 
     return SearchService(doors=doors, config=app.config, harness_id=app.harness_id,
                          clock_now=app.clock.now, core_rules=core_rules, generation=generation)

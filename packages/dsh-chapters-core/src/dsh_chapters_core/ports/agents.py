@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from dsh_chapters_core.reading import LineMatches, LineSlice, Toc
-from dsh_chapters_core.rules import ProposalResult, Rule
-from dsh_chapters_core.search.packing import SearchAnswer
+if TYPE_CHECKING:
+    # Annotations only: a caller that needs one enum of this port (`chapters search`) does
+    # not load the rules and reading use cases with it.
+    from dsh_chapters_core.reading import LineMatches, LineSlice, Toc
+    from dsh_chapters_core.rules import ProposalResult, Rule
+    from dsh_chapters_core.search.packing import SearchAnswer
 
 
 class ArtifactAction(enum.StrEnum):

@@ -528,16 +528,17 @@ class SearchService:
         self._save_status(door, report)
         return report
 
-    def bring_current(self, door: SearchDoor) -> RefreshReport | None:
+    def bring_current(self, door: SearchDoor, *, walk: bool = False) -> RefreshReport | None:
         """Refresh the door only if something was written since its last update; None when
         it was already current. What `chapters search` runs.
 
         The freshness rule (search.md): when the store's writer generation is the one the
         index recorded, no writer has run since and nothing is looked at; otherwise the door
         is walked (stats only) and what changed is read. A file copied in by hand, behind
-        every writer, is found by `chapters index`."""
+        every writer, is found by `chapters index`, or by a caller that asks to `walk`
+        whatever the generation (the viewer's background pass)."""
         generation = self._generation()
-        if generation and generation == self._index_generation(door):
+        if not walk and generation and generation == self._index_generation(door):
             return None
         if not index_is_current(door.tree, door.layout, self._load_tokens(door)):
             return self.refresh(door)

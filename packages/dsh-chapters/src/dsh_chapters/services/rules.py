@@ -8,11 +8,9 @@ the viewer all call these.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.notice import Notice, NoticeContext, build_notice
 from dsh_chapters_core.projectkey import project_slug
 from dsh_chapters_core.rules import (
@@ -23,7 +21,6 @@ from dsh_chapters_core.rules import (
     RuleStatus,
     StatusChange,
     add_rule,
-    core_rule_ids,
     load_rules,
     set_rule_status,
 )
@@ -62,29 +59,6 @@ def set_status(app: App, rule_id: str, status: RuleStatus) -> StatusChange:
 def rules_here(app: App) -> tuple[Rule, ...]:
     """Every rule in the store, with its effective status on this machine."""
     return load_rules(app.store_tree, app.store, app.harness_id)
-
-
-CORE_RULES_CACHE = "cache/core-rules.json"  # machine-local, under the store root
-
-
-def core_rule_ids_at(app: App, generation: str) -> frozenset[str]:
-    """This machine's core rules (§8's query-time bonus), resolved as `rules_here` does and
-    kept for the store generation they were resolved at: a search after no writer has run
-    parses no rule file (rules and their approval facts are only written by writers)."""
-    tree = app.store_tree
-    if generation:
-        try:
-            kept = json.loads(tree.read(CORE_RULES_CACHE))
-            if kept.get("generation") == generation and kept.get("harness") == app.harness_id:
-                return frozenset(str(i) for i in kept["ids"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, ChaptersError):
-            pass  # missing or damaged: derived, so resolved again below
-    ids = core_rule_ids(rules_here(app))
-    if generation:
-        tree.write(CORE_RULES_CACHE, json.dumps(
-            {"generation": generation, "harness": app.harness_id, "ids": sorted(ids)},
-            sort_keys=True).encode("utf-8"))
-    return ids
 
 
 def notice_context(

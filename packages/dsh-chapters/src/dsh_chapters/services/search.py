@@ -6,11 +6,12 @@ One path for every caller: `chapters search`, the MCP `chapters_search` and the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsh_chapters_core.curation import CurationFact
-from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters_core.ports.agents import ArtifactAction
 from dsh_chapters_core.reading import (
     LineMatches,
@@ -31,6 +32,34 @@ from dsh_chapters.app import App
 
 class EmptyQueryError(UsageError):
     """A search with neither words nor a topic: every caller refuses it the same way."""
+
+
+CORE_RULES_CACHE = "cache/core-rules.json"  # machine-local, under the store root
+
+
+def core_rule_ids_at(app: App, generation: str) -> frozenset[str]:
+    """This machine's core rules (§8's query-time bonus), resolved as `rules_here` does and
+    kept for the store generation they were resolved at: a search after no writer has run
+    parses no rule file (rules and their approval facts are only written by writers)."""
+    tree = app.store_tree
+    if generation:
+        try:
+            kept = json.loads(tree.read(CORE_RULES_CACHE))
+            if kept.get("generation") == generation and kept.get("harness") == app.harness_id:
+                return frozenset(str(i) for i in kept["ids"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ChaptersError):
+            pass  # missing or damaged: derived, so resolved again below
+    # Imported on a miss only: the rules use case parses every rule file (YAML).
+    from dsh_chapters_core.rules import core_rule_ids
+
+    from dsh_chapters.services.rules import rules_here
+
+    ids = core_rule_ids(rules_here(app))
+    if generation:
+        tree.write(CORE_RULES_CACHE, json.dumps(
+            {"generation": generation, "harness": app.harness_id, "ids": sorted(ids)},
+            sort_keys=True).encode("utf-8"))
+    return ids
 
 
 def check_query(query: str, topic: str) -> None:

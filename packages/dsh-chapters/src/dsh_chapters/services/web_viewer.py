@@ -325,7 +325,9 @@ class AppViewer:
         started = time.perf_counter()
         service = self._open()
         for door in service.doors:
-            service.bring_current(door)  # a walk of stats; reads only what changed
+            # A walk of stats whatever the generation: this pass also finds files put in
+            # the store behind every writer. It reads only what changed.
+            service.bring_current(door, walk=True)
         self.last_refresh_ms = (time.perf_counter() - started) * 1000
         self._refreshed.set()
 
