@@ -278,3 +278,24 @@ def test_no_credential_helper_askpass_or_prompt_is_ever_consulted(
     error = code_of(m.provider().open)
     assert error.code is FailureCode.AUTH
     assert not marker.exists()
+
+
+def test_a_mirror_that_fetched_a_pack_is_reopened_as_it_is(
+        http_server: GitHttpServer, machines: MakeMachine, git: GitCli, pool_token: str) -> None:
+    """A pack brought by a fetch is checked where it lies (objects/pack/), whatever the current
+    directory: a sound mirror is never mistaken for a damaged one and cloned again."""
+    http_server.create_repo("pool.git", git)
+    url = http_server.url("pool.git")
+    a_machine = machines("mach-a", url, token=pool_token)
+    b_machine = machines("mach-b", url, token=pool_token)
+    a = a_machine.provider()
+    publish(a, {"x.md": b"x\n"}, "mach-a")
+    b_machine.provider().open()  # B clones
+    head = publish(a, {"y.md": b"y\n" * 2000}, "mach-a")
+    b = b_machine.provider()
+    b.open()
+    b.pull()  # B fetches a pack
+    b.close()
+    again = b_machine.provider().open()
+    assert (again.cloned, again.moved_aside, again.head) == (False, "", head)
+    assert not [p for p in b_machine.workspace.iterdir() if ".stale-" in p.name]

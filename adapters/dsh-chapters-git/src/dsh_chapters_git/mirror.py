@@ -309,9 +309,12 @@ class Mirror:
                     elif mode != GITLINK_MODE and ObjectID(child) not in store:
                         return f"object {bytes(child)[:12].decode()} is missing"
         for pack in store.packs:
-            name = os.path.basename(pack.data.filename)
+            # `PackData.filename` is the bare name; `path` is where the pack lies (a stat of
+            # the bare name looked in the current directory and called every fetched pack gone).
+            path = os.fspath(pack.data.path)
+            name = os.path.basename(path)
             try:
-                st = os.stat(pack.data.filename)
+                st = os.stat(path)
             except OSError:
                 return f"pack {name} is gone"
             if f"pack/{name}:{st.st_size}:{st.st_mtime_ns}" in verified_packs:
@@ -319,7 +322,7 @@ class Mirror:
             try:
                 pack.data.check()
             except Exception:  # any checksum or read failure: the pack is not whole
-                return f"pack {os.path.basename(pack.data.filename)} fails its checksum"
+                return f"pack {name} fails its checksum"
         return ""
 
     def problem(self, remote: str) -> str:
