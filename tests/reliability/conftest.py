@@ -28,6 +28,7 @@ SIZES: dict[str, tuple[int, int]] = {
     "redaction_benign_lines": (10_000, 20_000),
     "hostile_rounds": (1, 3),
     "sigkills": (12, 50),
+    "soak_operations": (20, 200),  # per machine, against each pool kind
 }
 
 
