@@ -256,7 +256,7 @@ def _wrong_token(m: Machine, pool: Pool, tally: Tally) -> None:
     assert _sync(m, tally)["ok"]
 
 
-def _scan(machines: list[Machine], pool: Pool) -> Scan:
+def _scan(machines: list[Machine], pool: Pool, capfd: pytest.CaptureFixture[str]) -> Scan:
     key = project_key(machines[0])
     scan = Scan(tokens=(pool.token, *pool.wrong_tokens))
     for m in machines:
@@ -267,6 +267,9 @@ def _scan(machines: list[Machine], pool: Pool) -> Scan:
         if (m.mirror / ".git").is_dir():
             scan.git_objects_of(m.mirror / ".git")
     pool.scan(scan)
+    captured = capfd.readouterr()  # anything the process printed besides the commands' streams
+    scan.text("captured stdout", captured.out)
+    scan.text("captured stderr", captured.err)
     assert not scan.leaks(), scan.leaks()[:10]
     return scan
 
@@ -274,7 +277,7 @@ def _scan(machines: list[Machine], pool: Pool) -> Scan:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_three_machines_converge_on_every_pool_kind(
-    kind: str, tmp_path: Path, size: Any, record: Any
+    kind: str, tmp_path: Path, size: Any, record: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     rounds = size("soak_operations")
     rng = random.Random(SEED + KINDS.index(kind))
@@ -296,7 +299,7 @@ def test_three_machines_converge_on_every_pool_kind(
         scanned = None
         if pool.networked:
             _wrong_token(machines[-1], pool, tally)
-            scanned = _scan(machines, pool)
+            scanned = _scan(machines, pool, capfd)
         seconds = time.monotonic() - started
     finally:
         tape.stop()
