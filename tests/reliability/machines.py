@@ -87,7 +87,7 @@ def sync_at_once(machines: list[Machine]) -> list[CliResult]:
             errors.append(exc)
             barrier.abort()
 
-    threads = [threading.Thread(target=run, args=(m,)) for m in machines]
+    threads = [threading.Thread(target=run, args=(m,), daemon=True) for m in machines]
     for thread in threads:
         thread.start()
     for thread in threads:
