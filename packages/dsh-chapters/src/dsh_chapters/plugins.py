@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from importlib.metadata import EntryPoint, entry_points
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from dsh_chapters_core.errors import UsageError
-from dsh_chapters_core.ports.harness import HarnessReader
-from dsh_chapters_core.ports.transport import ProviderFactory
+
+if TYPE_CHECKING:
+    # Loaded with the plugins, not with the module: every command composes the App, and one
+    # that reads no transcript and opens no pool (search, status) needs neither.
+    from importlib.metadata import EntryPoint
+
+    from dsh_chapters_core.ports.harness import HarnessReader
+    from dsh_chapters_core.ports.transport import ProviderFactory
 
 HARNESS_GROUP = "dsh_chapters.harnesses"
 PROVIDER_GROUP = "dsh_chapters.providers"
@@ -50,6 +55,8 @@ def _plugin_from(entry: EntryPoint, port: type[P]) -> P | None:
 def load_plugins(group: str, port: type[P],
                  entries: Iterable[EntryPoint] | None = None) -> dict[str, P]:
     """Installed plugins of one group by entry-point name; the first of a name wins."""
+    from importlib.metadata import entry_points
+
     plugins: dict[str, P] = {}
     seen: set[str] = set()
     for entry in entry_points(group=group) if entries is None else entries:
@@ -66,6 +73,8 @@ def load_plugins(group: str, port: type[P],
 def load_harness_readers(group: str = HARNESS_GROUP,
                          entries: Iterable[EntryPoint] | None = None) -> dict[str, HarnessReader]:
     """Transcript readers by name, in registration order."""
+    from dsh_chapters_core.ports.harness import HarnessReader
+
     return load_plugins(group, HarnessReader, entries)  # type: ignore[type-abstract]
 
 
@@ -73,6 +82,8 @@ def load_provider_factories(group: str = PROVIDER_GROUP,
                             entries: Iterable[EntryPoint] | None = None
                             ) -> tuple[ProviderFactory, ...]:
     """Transport providers, in registration order (amendment 2026-09-21)."""
+    from dsh_chapters_core.ports.transport import ProviderFactory
+
     return tuple(load_plugins(group, ProviderFactory, entries).values())  # type: ignore[type-abstract]
 
 

@@ -27,9 +27,12 @@ def best_of(
     limit: int,
     load: Callable[[Sequence[str]], Iterable[SearchEntry]],
     score: Callable[[Sequence[SearchEntry]], Sequence[ScoredEntry]],
-    batch: int = 64,
+    batch: int = 0,
 ) -> tuple[tuple[ScoredEntry, ...], int]:
-    """The best `limit` of the matches, exactly ranked, and how many entries were scored."""
+    """The best `limit` of the matches, exactly ranked, and how many entries were scored.
+    Batches are `limit` entries (at least 8) unless `batch` says otherwise: the first batch
+    is usually all a clear answer needs."""
+    batch = batch or max(8, limit)
     best: list[ScoredEntry] = []
     scored = 0
     pending: list[tuple[str, float]] = []
