@@ -1,9 +1,10 @@
 """Archive cost against store size: one new turn into an empty store and into a 5,000-chapter one.
 
 The archive path must be O(new turns), not O(corpus): its crash check reads the newest
-chapter of the session, never every document, and the search index it keeps current reads only
-the chapters it wrote (both stores have a current index, as a store in use does). Both cases run side by side in one process,
-each trial on a fresh copy of its store, and the figure is the ratio of medians (target ≤ 2×).
+chapter of the session, never every document, and the search index it keeps current reads
+only the chapters it wrote (both stores have a current index, as a store in use does). Both
+cases run side by side in one process, each trial on a fresh copy of its store, and the figure
+is the ratio of medians (target ≤ 2×).
 Writes `benchmarks/results/archive_scaling.json`.
 """
 
