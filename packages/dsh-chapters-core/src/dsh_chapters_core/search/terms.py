@@ -13,6 +13,7 @@ query word matches a body word when any of their terms agree.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ def _undouble(base: str) -> str:
     return base
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def word_terms(word: str) -> tuple[str, ...]:
     """The terms of one word: whole (case-folded, stemmed when it is one plain word), then its
     stemmed parts. `GitService.repoName` -> gitservice.reponame, git, service, repo, name."""
