@@ -163,35 +163,44 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     results = sorted(report["results"], key=lambda r: r["size"])
-    sizes = [r["size"] for r in results]
-    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
+    targets = [(10_000, 100.0), (100_000, 150.0)]
+    ticks = sorted({r["size"] for r in results} | {size for size, _ in targets})
+    fig, ax = plt.subplots(figsize=(8, 5.2), dpi=120)
     series = [
-        ("process_p50_ms", "`chapters search` process", "o", "-", "#1f77b4"),
+        ("process_p50_ms", "chapters search (process)", "o", "-", "#1f77b4"),
         ("inprocess_p50_ms", "our search, in-process", "s", "-", "#2ca02c"),
         ("fts5_p50_ms", "SQLite FTS5 bm25(), in-process", "^", "--", "#9467bd"),
         ("rg_p50_ms", "rg -il (process)", "D", "--", "#d62728"),
     ]
     for key, label, marker, style, color in series:
         points = [(r["size"], r[key]) for r in results if r.get(key)]
-        if points:
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker=marker, linestyle=style, color=color,
-                    label=label.replace("`", ""))
-    targets = [(10_000, 100.0), (100_000, 150.0)]
-    ax.plot(*zip(*targets, strict=True), linestyle="none", marker="_", markersize=22,
-            markeredgewidth=2.5, color="#1f77b4", alpha=0.6, label="process target")
+        if not points:
+            continue
+        xs, ys = zip(*points, strict=True)
+        ax.plot(xs, ys, marker=marker, linestyle=style, color=color, label=label)
+        for x, y in points:
+            ax.annotate(_ms(y), (x, y), textcoords="offset points", xytext=(7, -3),
+                        fontsize=7, color=color)
+    ax.plot(*zip(*targets, strict=True), linestyle="none", marker="_", markersize=26,
+            markeredgewidth=2.5, color="#1f77b4", alpha=0.45,
+            label="process target (100 ms at 10k, 150 ms at 100k)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xticks(sizes)
-    ax.set_xticklabels([f"{_size(s)}" for s in sizes])
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([_size(s) for s in ticks])
+    ax.set_xlim(ticks[0] / 1.6, ticks[-1] * 2.2)
     ax.minorticks_off()
+    ax.yaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{v:g} ms" if v < 1000 else f"{v / 1000:g} s"))
     ax.set_xlabel("chapters in the store")
-    ax.set_ylabel("median latency per query (ms)")
-    ax.set_title(f"Search latency against corpus size ({report.get('date', '')[:10]})")
+    ax.set_ylabel("median time per query")
+    ax.set_title(f"Search latency against corpus size, log-log ({report.get('date', '')[:10]})")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8,
+              frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

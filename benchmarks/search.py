@@ -586,10 +586,10 @@ def phase_update(ws: Path, transcripts: list[Path], empty: Path, probe: str) -> 
         current_s = cli(["search", probe, "--json"])
         archive_s = cli(["archive", str(transcript), "--final", "--json"])
         after_s = cli(["search", probe, "--json"])
+        # One chapter is what the fixture's task makes today; a change in chaptering shows
+        # here rather than failing a long run.
         written = len(list((ws / STORE / transcript.stem / "chapters").glob("*.md")))
-        if written != 1:
-            raise RuntimeError(f"archiving {transcript.name} wrote {written} chapters, not 1")
-        rows.append({"search_current_s": current_s, "archive_s": archive_s,
+        rows.append({"chapters": written, "search_current_s": current_s, "archive_s": archive_s,
                      "search_after_s": after_s,
                      "update_s": archive_s + after_s - current_s})
     # The same archives into an empty workspace: what archiving costs with nearly no index.
@@ -605,7 +605,7 @@ def phase_update(ws: Path, transcripts: list[Path], empty: Path, probe: str) -> 
             "update_search_after_s": med("search_after_s"),
             "update_search_current_s": med("search_current_s"),
             "archive_into_empty_s": round(statistics.median(empty_s), 4),
-            "updates": len(rows)}
+            "updates": len(rows), "update_chapters_written": [r["chapters"] for r in rows]}
 
 
 def _timed(fn: Callable[[], object]) -> float:
