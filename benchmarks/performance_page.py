@@ -97,6 +97,9 @@ def search_section(report: dict[str, Any]) -> list[str]:
         "plus the next `chapters search`, minus a search on an index that was already current. "
         "The archive's own work is counted too, so this is an upper bound.",
         "",
+        "The queries of this run (the first ones also run as processes and with `rg`): "
+        + ", ".join(f"`{q}`" for q in (results[-1].get("queries") or [])) + ".",
+        "",
         "### Targets",
         "",
         "| target | measured | |",
