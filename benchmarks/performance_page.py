@@ -58,7 +58,9 @@ def _verdict_value(row: dict[str, Any]) -> str:
         return _pct(value)
     if name.startswith("build_peak"):
         return _mb(value)
-    return _x(value)
+    ratio = {"process_vs_rg_at_10k": "process ÷ rg", "rg_vs_process_at_100k": "rg ÷ process",
+             "inprocess_vs_fts5_at_100k": "ours ÷ FTS5"}.get(name, "")
+    return f"{ratio} = {_x(value)}" if ratio else _x(value)
 
 
 def _state(met: bool | None) -> str:
@@ -72,7 +74,8 @@ def search_section(report: dict[str, Any]) -> list[str]:
     out = [
         "## Search speed",
         "",
-        f"Measured {report.get('date', '?')} with `{report.get('command', '')}` on "
+        f"Measured {report.get('date', '?')} on the code of commit "
+        f"`{report.get('code', '?')}`, with `{report.get('command', '')}`, on "
         f"{machine.get('cpus', '?')} cores (load {machine.get('load_at_start', '?')} at the "
         f"start), Python {machine.get('python', '?')}, SQLite {machine.get('sqlite', '?')}, "
         f"{machine.get('ripgrep') or 'no ripgrep'}.",
@@ -178,15 +181,21 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ("fts5_p50_ms", "SQLite FTS5 bm25(), in-process", "^", "--", "#9467bd"),
         ("rg_p50_ms", "rg -il (process)", "D", "--", "#d62728"),
     ]
+    labels: list[tuple[int, float, str]] = []
     for key, label, marker, style, color in series:
         points = [(r["size"], r[key]) for r in results if r.get(key)]
         if not points:
             continue
         xs, ys = zip(*points, strict=True)
         ax.plot(xs, ys, marker=marker, linestyle=style, color=color, label=label)
-        for x, y in points:
-            ax.annotate(_ms(y), (x, y), textcoords="offset points", xytext=(7, -3),
-                        fontsize=7, color=color)
+        labels += [(x, y, color) for x, y in points]
+    for x, y, color in labels:
+        # Two values close on the log axis: the larger's label goes above, the smaller's below.
+        near = [other for ox, other, _ in labels if ox == x and other != y
+                and max(other, y) / min(other, y) < 2.5]
+        dy = -3 if not near else (5 if y > max(near) else -11)
+        ax.annotate(_ms(y), (x, y), textcoords="offset points", xytext=(7, dy), fontsize=7,
+                    color=color)
     ax.plot(*zip(*targets, strict=True), linestyle="none", marker="_", markersize=26,
             markeredgewidth=2.5, color="#1f77b4", alpha=0.45,
             label="process target (100 ms at 10k, 150 ms at 100k)")
@@ -200,7 +209,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
         lambda v, _: f"{v:g} ms" if v < 1000 else f"{v / 1000:g} s"))
     ax.set_xlabel("chapters in the store")
     ax.set_ylabel("median time per query")
-    ax.set_title(f"Search latency against corpus size, log-log ({report.get('date', '')[:10]})")
+    ax.set_title(f"Search latency against corpus size, log-log\n(code {report.get('code', '?')}, "
+                 f"{report.get('date', '')[:10]})", fontsize=11)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8,
               frameon=False)

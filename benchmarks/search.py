@@ -807,6 +807,27 @@ def verdict(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command to repeat this run; where the figures were written is not part of it."""
+    kept: list[str] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--out":
+            skip = True
+        elif not word.startswith("--out="):
+            kept.append(word)
+    return " ".join(["python benchmarks/search.py", *kept])
+
+
+def code_version() -> str:
+    """The commit measured, `-dirty` when the work tree had changes."""
+    done = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                          capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "unknown"
+
+
 def machine() -> dict[str, Any]:
     rg = shutil.which("rg")
     rg_version = ""
@@ -858,8 +879,9 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
-        "benchmark": "search", "command": "python benchmarks/search.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
+        "benchmark": "search", "command": recorded_command(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "code": code_version(),
+        "machine": machine(),
         "results": []}
     for size in sizes:
         result = run_size(size, args, args.cache_dir)
