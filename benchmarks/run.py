@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
     RESULTS.mkdir(exist_ok=True)
-    summary: dict[str, object] = {}
+    # A run of some benchmarks keeps the others' last figures in the summary.
+    previous = RESULTS / "summary.json"
+    summary: dict[str, object] = json.loads(previous.read_text()) if previous.exists() else {}
     failed = []
     for name in names:
         script, full, quick = BENCHMARKS[name]
