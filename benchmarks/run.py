@@ -2,9 +2,10 @@
 
 Each benchmark is its own script that measures side by side in one run, reports medians and
 ratios, and writes `benchmarks/results/<name>.json`. This runner runs them in turn (or only the
-names given), then gathers their figures into `benchmarks/results/summary.json`.
+names given), gathers their figures into `benchmarks/results/summary.json`, and writes
+`docs/performance.md` with its plot from them (`performance_page.py`).
 `--quick` passes small sizes, for a smoke run; the figures the issues ask for come from a
-full run.
+full run. `--page-only` rewrites the page from the figures already there, running nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from performance_page import write_page
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
@@ -24,7 +27,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "signatures": ("signatures.py", [], ["--turns", "100", "--repeat", "3"]),
     "composition_quality": ("composition_quality.py", [], []),
     "git_pool": ("git_pool.py", [], ["--chapters", "100", "--files", "500", "--repeat", "3"]),
-    "search": ("search.py", [], ["--sizes", "1000,10000"]),
+    "search": ("search.py", [], ["--quick"]),
     "retrieval": ("retrieval.py", [], []),
     "treedx_pull": ("treedx_pull.py", [], ["--files", "500", "--repeat", "3"]),
     "enrich_archive": ("enrich_archive.py", [], ["--sessions", "5"]),
@@ -38,13 +41,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"any of {', '.join(BENCHMARKS)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--page-only", action="store_true",
+                        help="only rewrite docs/performance.md from the last figures")
     args = parser.parse_args(argv)
+    if args.page_only:
+        print(f"page: {write_page()}")
+        return 0
     names = args.names or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
     RESULTS.mkdir(exist_ok=True)
-    summary: dict[str, object] = {}
+    # A run of some benchmarks keeps the others' last figures in the summary.
+    previous = RESULTS / "summary.json"
+    summary: dict[str, object] = json.loads(previous.read_text()) if previous.exists() else {}
     failed = []
     for name in names:
         script, full, quick = BENCHMARKS[name]
@@ -65,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         if done.returncode != 0:
             failed.append(name)
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if (RESULTS / "search.json").exists():
+        print(f"page: {write_page()}")
     print(
         f"figures: {RESULTS / 'summary.json'}"
         + (f" · failed: {', '.join(failed)}" if failed else "")

@@ -1,0 +1,306 @@
+"""`docs/performance.md` and its plot, written from the figures in `benchmarks/results/`.
+
+`benchmarks/run.py` calls `write_page()` after a run (`hatch run bench`); `hatch run bench
+--page-only` rewrites the page from the figures already there. matplotlib comes from the
+`bench` environment only; it is never a dependency of a package.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+DOCS = HERE.parent / "docs"
+PAGE = DOCS / "performance.md"
+PLOT = DOCS / "performance" / "search-latency.png"
+
+
+def _size(n: int) -> str:
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 1000:
+        return f"{value / 1000:.2f} s"
+    return f"{value:.1f} ms" if value < 100 else f"{value:.0f} ms"
+
+
+def _s(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f} s" if value < 100 else f"{value:.0f} s"
+
+
+def _x(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×" if value < 10 else f"{value:.0f}×"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.1f}%"
+
+
+def _mb(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f} MB"
+
+
+def _verdict_value(row: dict[str, Any]) -> str:
+    value = row["value"]
+    name = row["target"]
+    if value is None:
+        return "–"
+    if name.startswith("process_p50"):
+        return _ms(value)
+    if name.startswith("update"):
+        return _pct(value)
+    if name.startswith("build_peak"):
+        return _mb(value)
+    ratio = {"process_vs_rg_at_10k": "process ÷ rg", "rg_vs_process_at_100k": "rg ÷ process",
+             "inprocess_vs_fts5_at_100k": "ours ÷ FTS5"}.get(name, "")
+    return f"{ratio} = {_x(value)}" if ratio else _x(value)
+
+
+def _state(met: bool | None) -> str:
+    return {True: "met", False: "**not met**", None: "not measured"}[met]
+
+
+def search_section(report: dict[str, Any]) -> list[str]:
+    machine = report.get("machine", {})
+    results = sorted(report["results"], key=lambda r: r["size"])
+    sizes = [_size(r["size"]) for r in results]
+    out = [
+        "## Search speed",
+        "",
+        f"Measured {report.get('date', '?')} on the code of commit "
+        f"`{report.get('code', '?')}`, with `{report.get('command', '')}`, on "
+        f"{machine.get('cpus', '?')} cores (load {machine.get('load_at_start', '?')} at the "
+        f"start), Python {machine.get('python', '?')}, SQLite {machine.get('sqlite', '?')}, "
+        f"{machine.get('ripgrep') or 'no ripgrep'}.",
+        "",
+        "Each corpus is generated from a seed: chapters laid out as `chapters archive` writes "
+        "them, with bodies of at least 3 KB (turns with file paths, shell commands, error "
+        "messages with numbers, stack traces, camelCase and snake_case identifiers, and rare "
+        "identifiers that only a few chapters hold), plus 1% rules. The queries are typed the "
+        "way a developer asks a week later: questions, identifiers, error names with status "
+        "codes, paths, commands, rare identifiers.",
+        "",
+        "- **`chapters search <q> --json` as a process**: the installed entry point in a "
+        "subprocess, cwd the workspace, the index already current; wall time of the process.",
+        "- **`rg -il`**: `rg -i -l -e <word>…` over the same chapter files, run right after "
+        "each `chapters search`, so both see the same machine load.",
+        "- **In-process**: our `SearchService.search` (from the composition root), and an "
+        "SQLite FTS5 `bm25()` query over the same text (title, summary, topics, body; the "
+        "query's words OR-ed; top 20), query by query in one process.",
+        "- **Full rebuild**: `chapters index --rebuild`, timed inside its own process; its peak "
+        "RSS is the kernel's `ru_maxrss` of that process.",
+        "- **Update after archiving one chapter**: `chapters archive` of a one-chapter session "
+        "plus the next `chapters search`, minus a search on an index that was already current. "
+        "The archive's own work is counted too, so this is an upper bound.",
+        "",
+        "The queries of this run (the first ones also run as processes and with `rg`): "
+        + ", ".join(f"`{q}`" for q in (results[-1].get("queries") or [])) + ".",
+        "",
+        "### Targets",
+        "",
+        "| target | measured | |",
+        "|---|---|---|",
+    ]
+    for row in report.get("verdict", []):
+        out.append(f"| {row['text']} | {_verdict_value(row)} | {_state(row['met'])} |")
+    head = "| | " + " | ".join(sizes) + " |"
+    rule = "|---|" + "---|" * len(sizes)
+
+    def line(label: str, fn: Callable[[dict[str, Any]], str]) -> str:
+        cells = []
+        for r in results:
+            try:
+                cells.append(fn(r))
+            except (KeyError, TypeError, ZeroDivisionError):
+                cells.append("–")
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    out += [
+        "",
+        "### Latency by corpus size",
+        "",
+        f"![Search latency against corpus size, log-log](performance/{PLOT.name})",
+        "",
+        head,
+        rule,
+        line("chapters (MB on disk; mean body)",
+             lambda r: f"{r['documents']:,} ({r['corpus_mb']:.0f} MB; "
+                       f"{r['body_bytes_mean'] / 1024:.1f} KB)"),
+        line("`chapters search --json` process, median (p90)",
+             lambda r: f"{_ms(r['process_p50_ms'])} ({_ms(r['process_p90_ms'])})"),
+        line("`rg -il`, median (p90)",
+             lambda r: f"{_ms(r['rg_p50_ms'])} ({_ms(r['rg_p90_ms'])})"),
+        line("process ÷ `rg -il`", lambda r: _x(r["ratio_process_vs_rg"])),
+        line("in-process `SearchService.search`, median (p90)",
+             lambda r: f"{_ms(r['inprocess_p50_ms'])} ({_ms(r['inprocess_p90_ms'])})"),
+        line("FTS5 `bm25()` top 20, median (p90)",
+             lambda r: f"{_ms(r['fts5_p50_ms'])} ({_ms(r['fts5_p90_ms'])})"),
+        line("in-process ÷ FTS5", lambda r: _x(r["ratio_inprocess_vs_fts5"])),
+        line("matches per query, median (queries with none)",
+             lambda r: f"{r['matches_median']:,.0f} ({r['no_match_queries']})"),
+        line("samples: processes; in-process",
+             lambda r: f"{r['process_queries']}; {r['inprocess_samples']}"),
+        line("full rebuild (`chapters index --rebuild`)", lambda r: _s(r["rebuild_s"])),
+        line("full rebuild peak RSS", lambda r: _mb(r["build_peak_rss_mb"])),
+        line("update after archiving one chapter", lambda r: _s(r["update_s"])),
+        line("… as a share of the full rebuild", lambda r: _pct(r["ratio_update_vs_rebuild"])),
+        line("… of which the archive itself (into an empty store)",
+             lambda r: f"{_s(r['update_archive_s'])} ({_s(r['archive_into_empty_s'])})"),
+        line("`chapters search` process peak RSS", lambda r: _mb(r["process_peak_rss_mb"])),
+        line("FTS5 table build (not ours; for scale)", lambda r: _s(r["fts5_build_s"])),
+        "",
+        "A query loop stops at its time budget (`--budget`, 120 s) once it has 5 samples, so a "
+        "slow build cannot stretch the run; the samples row says how many were taken. The "
+        "figures are from one run on a shared machine: compare within a column, where the "
+        "numbers were measured side by side.",
+    ]
+    return out
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    results = sorted(report["results"], key=lambda r: r["size"])
+    targets = [(10_000, 100.0), (100_000, 150.0)]
+    ticks = sorted({r["size"] for r in results} | {size for size, _ in targets})
+    fig, ax = plt.subplots(figsize=(8, 5.2), dpi=120)
+    series = [
+        ("process_p50_ms", "chapters search (process)", "o", "-", "#1f77b4"),
+        ("inprocess_p50_ms", "our search, in-process", "s", "-", "#2ca02c"),
+        ("fts5_p50_ms", "SQLite FTS5 bm25(), in-process", "^", "--", "#9467bd"),
+        ("rg_p50_ms", "rg -il (process)", "D", "--", "#d62728"),
+    ]
+    labels: list[tuple[int, float, str]] = []
+    for key, label, marker, style, color in series:
+        points = [(r["size"], r[key]) for r in results if r.get(key)]
+        if not points:
+            continue
+        xs, ys = zip(*points, strict=True)
+        ax.plot(xs, ys, marker=marker, linestyle=style, color=color, label=label)
+        labels += [(x, y, color) for x, y in points]
+    for x, y, color in labels:
+        # Two values close on the log axis: the larger's label goes above, the smaller's below.
+        near = [other for ox, other, _ in labels if ox == x and other != y
+                and max(other, y) / min(other, y) < 2.5]
+        dy = -3 if not near else (5 if y > max(near) else -11)
+        ax.annotate(_ms(y), (x, y), textcoords="offset points", xytext=(7, dy), fontsize=7,
+                    color=color)
+    ax.plot(*zip(*targets, strict=True), linestyle="none", marker="_", markersize=26,
+            markeredgewidth=2.5, color="#1f77b4", alpha=0.45,
+            label="process target (100 ms at 10k, 150 ms at 100k)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([_size(s) for s in ticks])
+    ax.set_xlim(ticks[0] / 1.6, ticks[-1] * 2.2)
+    ax.minorticks_off()
+    ax.yaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{v:g} ms" if v < 1000 else f"{v / 1000:g} s"))
+    ax.set_xlabel("chapters in the store")
+    ax.set_ylabel("median time per query")
+    ax.set_title(f"Search latency against corpus size, log-log\n(code {report.get('code', '?')}, "
+                 f"{report.get('date', '')[:10]})", fontsize=11)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8,
+              frameon=False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _get(data: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        data = data[key]
+    return data
+
+
+def _yes(flag: object) -> str:
+    return "met" if flag else "**not met**"
+
+
+# One line of headline figures per other benchmark; the result file holds the rest.
+HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "retrieval": lambda d: (
+        f"recall@1 / @3 on {d['chapters']['overall']['n']} real-session questions: ours "
+        f"{d['chapters']['overall']['recall@1']:.2f} / {d['chapters']['overall']['recall@3']:.2f}"
+        f", FTS5 {d['fts5_bm25']['overall']['recall@1']:.2f} / "
+        f"{d['fts5_bm25']['overall']['recall@3']:.2f} (targets ≥ "
+        f"{d['targets']['recall_at_1_min']} / ≥ {d['targets']['recall_at_3_min']})"),
+    "archive_scaling": lambda d: (
+        f"archive into a {d['chapters']:,}-chapter store {d['fullStoreMs']:.0f} ms against "
+        f"{d['emptyStoreMs']:.0f} ms into an empty one ({d['ratio']:.2f}×, target "
+        f"{d['target']}: {_yes(d['met'])})"),
+    "signatures": lambda d: (
+        f"turn signature median {d['results']['median_ms']:.2f} ms (target "
+        f"{d['results']['target_ms']} ms: {_yes(d['results']['pass'])})"),
+    "git_pool": lambda d: "; ".join(
+        f"{r['workload']}: dulwich {r['dulwich_median_s']:.2f} s against git "
+        f"{r['git_cli_median_s']:.2f} s ({r['ratio']:.2f}×, target ≤ {r['target_ratio']}×: "
+        f"{_yes(r['met'])})" for r in d["results"]),
+    "treedx_pull": lambda d: (
+        f"batched pull {d['speedup_fresh']:.1f}× faster than one request per file fresh, "
+        f"{d['speedup_changed']:.0f}× on a change"),
+    "enrich_archive": lambda d: (
+        f"archive with the enrichment queue {d['ratioToOff']['queue']:.2f}× the time with "
+        f"enrichment off (idle waiter {d['ratioToOff']['idle']:.2f}×)"),
+    "viewer": lambda d: f"{d['target']}: {_yes(d['pass'])}",
+    "watch_idle": lambda d: (
+        f"`chapters watch` idle CPU {d['cpuSecondsWhileIdle']} s in {d['idleSeconds']:.0f} s "
+        f"(limit {d['cpuLimitSeconds']} s); a turn lands in {d['turnLandedMedianSeconds']} s"),
+    "composition_quality": lambda d: (
+        f"default chaptering: {_get(d, 'variants')[0]['atDefaultTau']['chapters']} chapters, "
+        f"boundary recall {d['variants'][0]['atDefaultTau']['boundaryRecall']}, purity "
+        f"{d['variants'][0]['atDefaultTau']['purity']}"),
+}
+
+
+def others_section() -> list[str]:
+    out = ["## The other benchmarks", "",
+           "Headline figures from the last run of each (its result file has the rest).", "",
+           "| benchmark | headline | figures |", "|---|---|---|"]
+    for name, headline in HEADLINES.items():
+        path = RESULTS / f"{name}.json"
+        if not path.exists():
+            continue
+        try:
+            text = headline(json.loads(path.read_text()))
+        except (KeyError, IndexError, TypeError, ValueError):
+            text = "(its figures have another shape; see the file)"
+        out.append(f"| {name} | {text} | [`{name}.json`](../benchmarks/results/{name}.json) |")
+    return out
+
+
+def write_page() -> Path:
+    search = json.loads((RESULTS / "search.json").read_text())
+    lines = [
+        "# Performance",
+        "",
+        "<!-- Written by `hatch run bench` (benchmarks/run.py); edits here are overwritten. -->",
+        "",
+        "This page is written by `hatch run bench` from the figures in `benchmarks/results/`. "
+        "Run every benchmark with `hatch run bench`, one with `hatch run bench search`, a "
+        "smoke run with `hatch run bench --quick`, or only rewrite this page from the last "
+        "figures with `hatch run bench --page-only`. The search benchmark alone, with its "
+        "sizes: `hatch run bench:python benchmarks/search.py --sizes 1000,10000,100000`.",
+        "",
+        *search_section(search),
+        "",
+        *others_section(),
+        "",
+    ]
+    if search.get("results"):
+        plot(search, PLOT)
+    PAGE.write_text("\n".join(lines))
+    return PAGE
