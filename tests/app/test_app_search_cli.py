@@ -266,7 +266,7 @@ def generations(ws: Path) -> tuple[str, str]:
     return (read_generation(store), (store / "cache/index-store.generation").read_text().strip())
 
 
-def test_archive_keeps_the_index_current_so_a_query_walks_nothing(
+def test_archive_notes_what_it_wrote_so_the_next_query_reads_only_that(
         workspace: Path, capsys: Capture) -> None:
     ws = corpus(workspace, capsys)
     code, _, err = run(ws, capsys, "index")
@@ -274,15 +274,19 @@ def test_archive_keeps_the_index_current_so_a_query_walks_nothing(
     writer, indexed = generations(ws)
     assert writer == indexed  # `chapters index` held the lock, walked, and recorded it
     archived(ws, capsys)
-    after_writer, after_indexed = generations(ws)
-    assert int(after_writer) > int(writer)  # each writer section bumps it as it starts
-    assert after_indexed == after_writer  # archive updated the index for what it wrote
-    tokens = json.loads((ws / ".dsh-chapters/cache/index-store.tokens.json").read_text())
+    notes = ws / ".dsh-chapters/cache/index-store.written.jsonl"
+    [note] = [json.loads(line) for line in notes.read_text().splitlines()]
+    after_writer, _ = generations(ws)
+    assert note["generation"] == int(after_writer) > int(writer)
     chapters = sorted(p.relative_to(ws / ".dsh-chapters").as_posix()
                       for p in (ws / ".dsh-chapters").glob("*/chapters/*.md"))
-    assert set(chapters) <= set(tokens)  # the new chapters were read at write time
+    assert set(note["paths"]) <= set(chapters) and note["paths"]
     code, _, err = run(ws, capsys, "search", "retry", "--json")
     assert code == 0 and "rebuilt" not in err
+    assert generations(ws) == (after_writer, after_writer)  # current again, notes consumed
+    assert not notes.exists()
+    tokens = json.loads((ws / ".dsh-chapters/cache/index-store.tokens.json").read_text())
+    assert set(note["paths"]) <= set(tokens)
 
 
 def test_a_query_trusts_the_generation_and_chapters_index_walks(

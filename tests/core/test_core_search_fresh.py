@@ -57,3 +57,47 @@ def test_the_cache_after_any_writes_equals_a_full_scan(ops: list[tuple]) -> None
                                            body="\n".join(lines) + "\n"))
         cached.refresh(cached.store, changed=[path])  # what a write path runs
         assert answers(cached) == answers(svc(tree, None))
+
+
+class CountingTree(MemoryDerivedTree):
+    """Counts walks of the whole tree (a query that trusts the notes makes none)."""
+
+    walks = 0
+
+    def fingerprints(self, prefix: str = "", *, skip: object = ()) -> dict[str, str]:
+        type(self).walks += 1
+        return super().fingerprints(prefix, skip=skip)  # type: ignore[arg-type]
+
+
+def test_noted_writes_are_read_without_a_walk_and_a_gap_walks() -> None:
+    """The freshness rule: generations that all noted their paths are read exactly; a
+    generation that noted nothing (another kind of writer) makes the next query walk."""
+    generation = ["1"]
+    tree = CountingTree(files={chapter_path("s1", 1, "a"): document_text(
+        title="alembic upgrade", date="2026-09-01T00:00:00Z", body="ran alembic\n")})
+    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
+                      reader=CoreFrontmatterReader(), cache=MemorySearchCache(), state=tree,
+                      state_path="cache/index-store.tokens.json",
+                      generation_path="cache/index-store.generation",
+                      notes_path="cache/index-store.written.jsonl")
+    svc = SearchService(doors=[door], config=DEFAULTS, generation=lambda: generation[0])
+    svc.refresh(door)
+    assert svc.bring_current(door) is None
+    walks = CountingTree.walks
+    for n in (2, 3):  # two archives, each noting the chapter it wrote
+        generation[0] = str(n)
+        path = chapter_path("s2", n, "b")
+        tree.write(path, document_text(title=f"retry backoff {n}", date="2026-09-02",
+                                       body="the retry loop\n"))
+        svc.note_written(door, [path])
+    report = svc.bring_current(door)
+    assert report is not None and sorted(report.update.added) == [
+        chapter_path("s2", 2, "b"), chapter_path("s2", 3, "b")]
+    assert CountingTree.walks == walks  # read what was noted, walked nothing
+    assert svc.search(SearchRequest(query="retry")).total == 2
+    generation[0] = "4"  # a writer that noted nothing (a rule, a sync)
+    tree.write(chapter_path("s3", 1, "c"), document_text(title="retry once more",
+                                                         date="2026-09-03", body="retry\n"))
+    svc.bring_current(door)
+    assert CountingTree.walks > walks
+    assert svc.search(SearchRequest(query="retry")).total == 3

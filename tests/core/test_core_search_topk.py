@@ -87,3 +87,4 @@ def test_the_bounded_head_is_the_full_ranking_head(seed: int, queries: list[str]
         assert bounded.total == full.total
         assert [(s.entry.path, s.score, s.anchor) for s in bounded.ranked] == [
             (s.entry.path, s.score, s.anchor) for s in full.ranked[:limit]]
+

@@ -139,7 +139,8 @@ def open_search(app: App, cached: bool = True) -> SearchService:
         cache=SqliteSearchCache(cache_dir / "search-store.sqlite", passage_lines=lines)
         if cached else None,
         state=store_tree, state_path="cache/index-store.tokens.json",
-        generation_path="cache/index-store.generation"))
+        generation_path="cache/index-store.generation",
+        notes_path="cache/index-store.written.jsonl"))
     def generation() -> str:
         return read_generation(app.store_root)
 

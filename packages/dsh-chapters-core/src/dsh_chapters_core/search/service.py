@@ -87,12 +87,15 @@ class SearchDoor:
     reader: DocumentReader
     prefix: str = ""
     cache: SearchCache | None = None
-    state: FileTree | None = None
+    state: DerivedTree | None = None
     state_path: str = ""
     # Where the store generation this door's index was last brought current at is kept (in
     # `state`): a query that reads the same generation from the store knows, without walking
     # the store, that nothing was written since.
     generation_path: str = ""
+    # Where writers note the documents they wrote, per generation (in `state`), so the next
+    # query reads exactly those instead of walking the door.
+    notes_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,30 +536,70 @@ class SearchService:
         it was already current. What `chapters search` runs.
 
         The freshness rule (search.md): when the store's writer generation is the one the
-        index recorded, no writer has run since and nothing is looked at; otherwise the door
-        is walked (stats only) and what changed is read. A file copied in by hand, behind
-        every writer, is found by `chapters index`, or by a caller that asks to `walk`
-        whatever the generation (the viewer's background pass)."""
+        index recorded, no writer has run since and nothing is looked at. When every writer
+        section since then noted the documents it wrote (`note_written`), exactly those are
+        read. Otherwise the door is walked (stats only) and what changed is read. A file
+        copied in by hand, behind every writer, is found by `chapters index`, or by a caller
+        that asks to `walk` whatever the generation (the viewer's background pass)."""
         generation = self._generation()
-        if not walk and generation and generation == self._index_generation(door):
+        indexed = self._index_generation(door)
+        if not walk and generation and generation == indexed:
             return None
-        if not index_is_current(door.tree, door.layout, self._load_tokens(door)):
-            return self.refresh(door)
-        self._record_generation(door, generation)
-        return None
-
-    def refresh_written(self, door: SearchDoor, changed: Iterable[str]) -> RefreshReport | None:
-        """The index kept current where documents are written: called inside the writer's
-        lock section with the paths it wrote. When the index was current as the section began
-        (its generation is the one before), reading just these paths makes it current again;
-        otherwise it is left for the next query to bring current."""
-        generation = self._generation()
-        before = self._index_generation(door)
-        if not generation.isdigit() or not before.isdigit() or int(before) != int(generation) - 1:
-            return None
-        report = self.refresh(door, changed=sorted(set(changed)))
-        self._record_generation(door, generation)
+        noted = None if walk else self._noted_since(door, indexed, generation)
+        if noted is not None:
+            report = self.refresh(door, changed=noted)
+            self._record_generation(door, generation)
+        elif not index_is_current(door.tree, door.layout, self._load_tokens(door)):
+            report = self.refresh(door)
+        else:
+            report = None
+            self._record_generation(door, generation)
+        self._forget_notes(door)
         return report
+
+    def note_written(self, door: SearchDoor, changed: Iterable[str]) -> None:
+        """Where documents are written: the writer that just wrote `changed` notes them under
+        its generation, one appended line (O(1), so archiving stays O(new turns)). The next
+        query reads exactly these instead of walking the door."""
+        generation = self._generation()
+        if door.state is None or not door.notes_path or not generation.isdigit():
+            return
+        line = json.dumps({"generation": int(generation), "paths": sorted(set(changed))},
+                          sort_keys=True, separators=(",", ":")) + "\n"
+        # Read and rewritten whole: the file holds only the notes no query consumed yet. A
+        # note lost to a concurrent query leaves its generation uncovered, and that query's
+        # successor walks (never a wrong answer).
+        before = door.state.read(door.notes_path) if door.state.exists(door.notes_path) else b""
+        door.state.write(door.notes_path, before + line.encode("utf-8"))
+
+    def _noted_since(self, door: SearchDoor, indexed: str, generation: str) -> list[str] | None:
+        """The documents written since generation `indexed`, if every writer section since
+        noted what it wrote; None when one did not (or the numbers are not a plain run)."""
+        if not (indexed.isdigit() and generation.isdigit()) or int(generation) <= int(indexed):
+            return None
+        if door.state is None or not door.notes_path or not door.state.exists(door.notes_path):
+            return None
+        wanted = set(range(int(indexed) + 1, int(generation) + 1))
+        paths: set[str] = set()
+        seen: set[int] = set()
+        try:
+            text = door.state.read(door.notes_path).decode("utf-8")
+        except (OSError, UnicodeDecodeError, ChaptersError):
+            return None
+        for line in text.splitlines():
+            try:
+                note = json.loads(line)
+                number, noted = int(note["generation"]), note["paths"]
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a crash: its section is then not covered
+            if number in wanted and isinstance(noted, list):
+                seen.add(number)
+                paths.update(str(p) for p in noted)
+        return sorted(paths) if seen == wanted else None
+
+    def _forget_notes(self, door: SearchDoor) -> None:
+        if door.state is not None and door.notes_path and door.state.exists(door.notes_path):
+            door.state.remove(door.notes_path)
 
     def _generation(self) -> str:
         return self.generation() if self.generation is not None else ""

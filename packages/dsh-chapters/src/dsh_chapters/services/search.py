@@ -87,15 +87,15 @@ def search_answer(app: App, request: SearchRequest, *,
 
 def index_written(app: App, paths: list[str]) -> None:
     """Keep the store door's index current where chapters are written (search.md "The
-    freshness rule"): right after the writer section that wrote `paths`, so the next query
-    walks nothing. The index is derived: if this cannot run, the next query catches up."""
+    freshness rule"): the writer notes what it wrote, in O(1), and the next query reads
+    exactly those chapters instead of walking the store."""
     if not paths:
         return
     service = app.open_search()
     try:
         door = service.door(DoorName.STORE)
         if door is not None:
-            service.refresh_written(door, paths)
+            service.note_written(door, paths)
     finally:
         service.close()
 
