@@ -415,8 +415,12 @@ def queries(seed: int, count: int, corpus: dict[str, Any] | None = None) -> list
         lambda: re.sub(r"(?<!^)([A-Z])", r"_\1", rnd.choice(camels)).lower(),
         lambda: f"{rnd.choice(rare)} {rnd.choice(ERRORS)}",
     ]
-    while len(out) < count:
-        query = kinds[len(out) % len(kinds)]()
+    # Kinds rotate by attempt, not by answers kept: a kind that can only repeat itself (one
+    # rare identifier without a corpus) must not stall the rotation forever.
+    for attempt in range(count * 50):
+        if len(out) >= count:
+            break
+        query = kinds[attempt % len(kinds)]()
         if query not in out:
             out.append(query)
     return out

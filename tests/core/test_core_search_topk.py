@@ -48,7 +48,7 @@ def test_the_ceiling_is_never_below_the_score(lines: list[str], query: str, size
                       line_words=line_words)
     bound = BodyBound.of(words, stats, rules)
     profile = body_profile(body, size)
-    ceiling = bound.ceiling(bound.word_counts(profile), profile.min_words)
+    ceiling = bound.ceiling(bound.word_counts(profile))
     match = score_body(body, 1, words, stats, rules)
     assert ceiling + 1e-9 >= match.score
     assert (match.anchor is None) == (ceiling == 0.0)  # a held word is a ceiling above 0

@@ -31,7 +31,7 @@ from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.terms import QueryWord
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
@@ -63,19 +63,22 @@ CREATE TABLE IF NOT EXISTS entries (
   project_key TEXT NOT NULL, session_id TEXT NOT NULL, rule_id TEXT NOT NULL,
   raw_topics TEXT NOT NULL, t_topic TEXT NOT NULL, t_title TEXT NOT NULL, t_summary TEXT NOT NULL,
   t_category TEXT NOT NULL, body TEXT NOT NULL, body_line INTEGER NOT NULL,
-  body_words INTEGER NOT NULL, body_lines INTEGER NOT NULL, min_words INTEGER NOT NULL
+  body_words INTEGER NOT NULL, body_lines INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_fragments ON entries(session_dir) WHERE legacy = 1;
 -- What ordering and scoping read for every match: narrow rows, so a scan stays in few pages.
 CREATE TABLE IF NOT EXISTS keys (
   id INTEGER PRIMARY KEY, date_key REAL NOT NULL, path TEXT NOT NULL, project_key TEXT NOT NULL,
-  legacy INTEGER NOT NULL, rule_id TEXT NOT NULL, min_words INTEGER NOT NULL
+  legacy INTEGER NOT NULL, rule_id TEXT NOT NULL, body_words INTEGER NOT NULL,
+  body_lines INTEGER NOT NULL
 );
 -- A body's profile (passages.BodyProfile): per term, the most words holding it in any one
--- passage. A query sums these per query word and bounds every body in SQL, so only the bodies
--- that can reach the answer's top are read back and scored (search.md "Reading few bodies").
+-- passage (m) and the fewest words of a passage holding it (l). A query bounds every body in
+-- SQL from these, so only the bodies that can reach the answer's top are read back and
+-- scored (search.md "Reading few bodies").
 CREATE TABLE IF NOT EXISTS bodytf (
-  term TEXT NOT NULL, id INTEGER NOT NULL, m INTEGER NOT NULL, PRIMARY KEY (term, id)
+  term TEXT NOT NULL, id INTEGER NOT NULL, m INTEGER NOT NULL, l INTEGER NOT NULL,
+  PRIMARY KEY (term, id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS bodytf_rows ON bodytf(id);
 -- What the profiles were built for; another passage size drops the file (see _connect).
@@ -129,7 +132,6 @@ def _row(entry: SearchEntry, sha: str, profile: BodyProfile) -> tuple[object, ..
         entry.session_id, entry.rule_id, _SEP.join(entry.raw_topics),
         _terms(entry.topic_terms), _terms(entry.title_terms), _terms(entry.summary_terms),
         _terms(entry.category_terms), entry.body, entry.body_line, *body_shape(entry.body),
-        profile.min_words,
     )
 
 
@@ -279,15 +281,16 @@ class SqliteSearchCache:
                     db.executemany("DELETE FROM bodytf WHERE id = ?", [(r[0],) for r in old])
             db.executemany(
                 f"INSERT INTO entries(sha256, session_dir, legacy, tokens, {_COLUMNS}, "
-                f"body_words, body_lines, min_words) VALUES ({','.join('?' * 25)})", rows)
+                f"body_words, body_lines) VALUES ({','.join('?' * 24)})", rows)
             to_terms = "INSERT INTO terms(rowid, tokens) SELECT id, tokens FROM entries"
             to_keys = ("INSERT INTO keys SELECT id, date_key, path, project_key, legacy, rule_id, "
-                       "min_words FROM entries")
+                       "body_words, body_lines FROM entries")
             for chunk in _chunks(paths):
                 marks = ",".join("?" * len(chunk))
                 ids = db.execute(f"SELECT path, id FROM entries WHERE path IN ({marks})", chunk)
-                db.executemany("INSERT INTO bodytf(term, id, m) VALUES (?, ?, ?)",
-                               ((term, row_id, n) for path, row_id in ids.fetchall()
+                db.executemany("INSERT INTO bodytf(term, id, m, l) VALUES (?, ?, ?, ?)",
+                               ((term, row_id, n, profiles[path].shortest[term])
+                                for path, row_id in ids.fetchall()
                                 for term, n in profiles[path].counts.items()))
             if reset:
                 db.execute(to_terms)
@@ -317,9 +320,10 @@ class SqliteSearchCache:
 
     def body_stats(self, words: Sequence[QueryWord]) -> BodyStats:
         db = self.db
+        # From the narrow `keys` rows: reading `entries` would page through every body.
         documents, total_words, total_lines = db.execute(
             "SELECT count(*), coalesce(sum(body_words), 0), coalesce(sum(body_lines), 0) "
-            "FROM entries").fetchone()
+            "FROM keys").fetchone()
         df: dict[str, int] = {}
         for word in words:
             match = " OR ".join(f'"{_body_token(t)}"' for t in sorted(word.terms))
@@ -451,12 +455,13 @@ class SqliteSearchCache:
             pairs = " + ".join(f"((mask >> {i}) & 3 = 3)" for i in range(n - 1)) or "0"
             parts.append(f"""
             SELECT id, 0.0, bm * held / {n}.0 + ? * ({pairs}) FROM (
-              SELECT q.id, sum(q.idf * q.m * ? / (q.m + ? * (1.0 - ? + ? * k.min_words / ?)))
+              SELECT q.id, sum(q.idf * q.m * ? / (q.m + ? * (1.0 - ? + ? * q.l / ?)))
                      AS bm, count(*) AS held, sum(1 << q.i) AS mask
-              FROM (SELECT b.id, w.value ->> 0 AS i, w.value ->> 2 AS idf, sum(b.m) AS m
+              FROM (SELECT b.id, w.value ->> 0 AS i, w.value ->> 2 AS idf, sum(b.m) AS m,
+                           min(b.l) AS l
                     FROM json_each(?) w JOIN bodytf b ON b.term = w.value ->> 1
                     GROUP BY b.id, w.value ->> 0) q
-              JOIN keys k ON k.id = q.id GROUP BY q.id)""")
+              GROUP BY q.id)""")
             params += [body.phrase_bonus, body.k1 + 1.0, body.k1, body.b, body.b, body.expected,
                        words]
         scope = ""

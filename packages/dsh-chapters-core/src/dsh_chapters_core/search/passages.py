@@ -219,18 +219,17 @@ def window_starts(lines: int, size: int) -> range:
 @dataclass(frozen=True, slots=True)
 class BodyProfile:
     """What bounds a body's best passage without reading it again: per term, the most words
-    holding it in any one passage, and the fewest words any passage has. Computed once when
-    the body is indexed, for one passage size (`searchPassageLines`)."""
+    holding it in any one passage, and the fewest words of a passage that holds it. Computed
+    once when the body is indexed, for one passage size (`searchPassageLines`)."""
 
-    min_words: int
     counts: Mapping[str, int]
+    shortest: Mapping[str, int]
 
 
 def body_profile(body: str, size: int) -> BodyProfile:
     """The profile of `body` for passages of `size` lines, cut exactly as `score_body` cuts."""
     if not body:
-        return BodyProfile(0, {})
-    memo: dict[str, tuple[str, ...]] = {}
+        return BodyProfile({}, {})
     line_terms: list[list[str]] = []
     line_words: list[int] = []
     for text in body.split("\n"):
@@ -238,34 +237,37 @@ def body_profile(body: str, size: int) -> BodyProfile:
         count = 0
         for _, word in words(text):
             count += 1
-            terms = memo.get(word)
-            if terms is None:
-                terms = memo[word] = word_terms(word)
-            found.extend(terms)
+            found.extend(word_terms(word))
         line_terms.append(found)
         line_words.append(count)
     counts: dict[str, int] = {}
-    fewest = -1
+    shortest: dict[str, int] = {}
     for start in window_starts(len(line_terms), size):
         window: dict[str, int] = {}
         for found in line_terms[start:start + size]:
             for term in found:
                 window[term] = window.get(term, 0) + 1
+        length = sum(line_words[start:start + size])
         for term, n in window.items():
             if n > counts.get(term, 0):
                 counts[term] = n
-        length = sum(line_words[start:start + size])
-        fewest = length if fewest < 0 else min(fewest, length)
-    return BodyProfile(max(fewest, 0), counts)
+            if length < shortest.get(term, length + 1):
+                shortest[term] = length
+    return BodyProfile(counts, shortest)
 
 
 @dataclass(frozen=True, slots=True)
 class BodyBound:
     """The ceiling of `score_body` for one query over a door: per query word its terms and
-    inverse document frequency, and the passage rules. A body whose profile holds, for word
-    i, at most m_i matching words in any passage and at least L words in every passage scores
-    no more than sum_i idf_i * m_i (k1 + 1) / (m_i + k1 (1 - b + b L / E)), times the share of
-    the words it holds, plus the phrase bonus for every adjacent pair of words it holds."""
+    inverse document frequency, and the passage rules.
+
+    A passage of L words holding t_i words that match query word i scores
+    sum_i idf_i * t_i (k1 + 1) / (t_i + k1 (1 - b + b L / E)) times the share of the words it
+    holds, plus the phrase bonus per adjacent pair. Each term grows with t_i and shrinks with
+    L; so word i's term is at most its value at m_i (the sum, over the word's terms, of the
+    most words holding one in any passage) and L_i (the fewest words of a passage holding one
+    of its terms), the share is at most the share of words the body holds, and the pairs at
+    most the adjacent pairs of words it holds."""
 
     terms: tuple[tuple[str, ...], ...]
     idf: tuple[float, ...]
@@ -281,23 +283,28 @@ class BodyBound:
                    tuple(stats.idf(q.text) for q in query), rules.k1, rules.b,
                    max(stats.line_words * rules.lines, 1.0), rules.phrase_bonus, rules.lines)
 
-    def word_counts(self, profile: BodyProfile) -> tuple[int, ...]:
-        """Per query word, the most matching words one passage can hold (m_i)."""
-        return tuple(sum(profile.counts.get(t, 0) for t in terms) for terms in self.terms)
+    def word_counts(self, profile: BodyProfile) -> tuple[tuple[int, int], ...]:
+        """Per query word, (m_i, L_i) of this body; (0, 0) when it holds none of its terms."""
+        out = []
+        for terms in self.terms:
+            held = [t for t in terms if t in profile.counts]
+            out.append((sum(profile.counts[t] for t in held),
+                        min((profile.shortest[t] for t in held), default=0)))
+        return tuple(out)
 
-    def ceiling(self, counts: Sequence[int], min_words: int) -> float:
-        """The bound for a body with these m_i and this shortest passage (see the class).
-        The cache computes the same expression in its own engine; this one is the reference."""
+    def ceiling(self, counts: Sequence[tuple[int, int]]) -> float:
+        """The bound for a body with these (m_i, L_i) (see the class). The cache computes the
+        same expression in its own engine; this one is the reference."""
         n = len(counts)
-        if not n or not any(counts):
+        if not n or not any(m for m, _ in counts):
             return 0.0
-        norm = self.k1 * (1.0 - self.b + self.b * min_words / self.expected)
         bm25 = 0.0
-        for i, m in enumerate(counts):
+        for i, (m, length) in enumerate(counts):
             if m:
+                norm = self.k1 * (1.0 - self.b + self.b * length / self.expected)
                 bm25 += self.idf[i] * m * (self.k1 + 1.0) / (m + norm)
-        held = sum(1 for m in counts if m)
-        pairs = sum(1 for i in range(1, n) if counts[i] and counts[i - 1])
+        held = sum(1 for m, _ in counts if m)
+        pairs = sum(1 for i in range(1, n) if counts[i][0] and counts[i - 1][0])
         return bm25 * held / n + self.phrase_bonus * pairs
 
 

@@ -161,7 +161,7 @@ class MemorySearchCache:
             ceiling = 0.0
             if body is not None and e.body:
                 profile = body_profile(e.body, body.lines)
-                ceiling = body.ceiling(body.word_counts(profile), profile.min_words)
+                ceiling = body.ceiling(body.word_counts(profile))
             if held or ceiling > 0:
                 rows.append((fm + slack + body_weight * ceiling, e.date_key, e.path))
         rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
