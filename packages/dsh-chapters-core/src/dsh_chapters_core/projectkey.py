@@ -12,7 +12,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.errors import NextStep, UsageError
 
 DERIVATIONS: tuple[str, ...] = ("remote", "path-derived", "override", "treedx")
 
@@ -101,7 +101,7 @@ def derive_project_key(
         return ProjectIdentity(project_key=_key(canonical), canonical=canonical,
                                derivation="path-derived")
     raise UsageError("no remote, path or override to derive a projectKey from",
-                     hint="pass --remote URL or --path DIR")
+                     step=NextStep.PASS_REMOTE_OR_PATH)
 
 
 def project_slug(identity: ProjectIdentity) -> str:

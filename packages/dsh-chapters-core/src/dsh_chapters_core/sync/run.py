@@ -14,7 +14,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.errors import ChaptersError, FailureCode, TransportError, UsageError
+from dsh_chapters_core.errors import (
+    ChaptersError,
+    FailureCode,
+    NextStep,
+    TransportError,
+    UsageError,
+)
 from dsh_chapters_core.pool_layout import PROJECT_FILE, project_manifest
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.store import FileTree, WriterLock
@@ -55,7 +61,7 @@ def select_provider(
     if not remote:
         raise ChaptersError(
             "no knowledge pool is linked (local-only)",
-            hint="run `chapters link <path>` or `chapters link <https-url> <token>`",
+            step=NextStep.LINK_POOL,
         )
     matching = [f for f in factories if f.matches(remote)]
     installed = ", ".join(sorted(f.name for f in factories)) or "none"

@@ -37,6 +37,7 @@ from dsh_chapters_core.sync import (
 from dsh_chapters_fs.workspace import set_project_setting
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
+from dsh_chapters.present import SYNC_NOW, hint_text
 from dsh_chapters.services import enrich
 
 GITIGNORE_ENTRIES = (f"{MIRROR_DIRNAME}/", f"{MIRROR_DIRNAME}.*/")
@@ -269,7 +270,7 @@ def before_archive(app: App) -> SyncReport | SyncRefused | None:
     try:
         return run_sync(app, SyncMode.PULL)
     except ChaptersError as exc:
-        return SyncRefused(exc.message, exc.hint)
+        return SyncRefused(exc.message, hint_text(exc))
 
 
 SyncPointOutcome = SyncReport | PushDecision | SyncRefused | None
@@ -289,7 +290,7 @@ def after_archive(app: App) -> SyncPointOutcome:
             run_push=lambda: run_sync(app, SyncMode.PUSH),
         )
     except ChaptersError as exc:
-        return SyncRefused(exc.message, exc.hint)
+        return SyncRefused(exc.message, hint_text(exc))
     # §6.2: a completed push is an enrichment trigger; the drain runs detached, never here.
     _after_push(app, outcome)
     return outcome
@@ -449,7 +450,8 @@ class PoolStatus:
         }
 
     def lines(self) -> Iterator[str]:
-        yield from iter_pool_lines(self.state.report, self.pending, self.state)
+        yield from iter_pool_lines(self.state.report, self.pending, self.state,
+                                   sync_now=SYNC_NOW)
 
 
 def pool_status(app: App) -> PoolStatus:

@@ -49,6 +49,7 @@ from dsh_chapters_fs.search_tree import FrontmatterReader
 from dsh_chapters_fs.store import STORE_DIRNAME
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
+from dsh_chapters.present import cli_argument, hint_text
 from dsh_chapters.services import pool as knowledge_pool
 from dsh_chapters.services.rules import notice, provenance, rules_here, set_status
 
@@ -466,7 +467,7 @@ class AppViewer:
         data["filters"] = {"kind": filters.kind, "topic": filters.topic,
                            "machine": filters.machine, "since": filters.since,
                            "until": filters.until, "crossProject": filters.cross_project}
-        data["text"] = answer.text()
+        data["text"] = answer.text(cli_argument)
         return data
 
     # -- rules ---------------------------------------------------------------------------------
@@ -550,7 +551,7 @@ class AppViewer:
         try:
             report = knowledge_pool.run_sync(self.app)
         except ChaptersError as exc:  # nothing linked, or a refused remote: say so, keep going
-            return {"ok": False, "error": exc.message, "next": exc.hint}
+            return {"ok": False, "error": exc.message, "next": hint_text(exc)}
         data = report.to_json()
         data["ok"] = report.ok
         data["line"] = report.line()
