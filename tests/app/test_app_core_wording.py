@@ -55,42 +55,43 @@ def _docstrings(tree: ast.Module) -> set[int]:
     return found
 
 
-def _core_strings() -> list[tuple[str, int, str]]:
-    """Every string constant of the core's source (f-string pieces included), no docstring."""
-    strings: list[tuple[str, int, str]] = []
-    for path in sorted(CORE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _docstrings(tree)
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and id(node) not in skip):
-                strings.append((str(path.relative_to(CORE)), node.lineno, node.value))
-    return strings
+def _strings(source: str, where: str) -> list[tuple[str, int, str]]:
+    """Every string constant of `source` (f-string pieces included), no docstring."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    return [(where, node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in skip]
+
+
+def _offending(strings: list[tuple[str, int, str]]) -> list[str]:
+    """The strings naming `chapters <command>` (from the command table) or a CLI `--flag`."""
+    commands = sorted({entry.name for entry in COMMANDS})
+    command = re.compile(r"\bchapters (?:" + "|".join(map(re.escape, commands)) + r")\b")
+    flags = sorted(_cli_flags())
+    flag = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, flags)) + r")(?![\w-])")
+    return [f"{where}:{line}: {text!r}" for where, line, text in strings
+            if command.search(text) or flag.search(text)]
 
 
 def test_the_core_names_no_cli_command_and_no_cli_flag() -> None:
-    flags = _cli_flags()
-    assert {"--max-tokens", "--offset", "--limit", "--topic", "--remote"} <= flags
-    commands = sorted({entry.name for entry in COMMANDS})
-    command = re.compile(r"\bchapters (?:" + "|".join(map(re.escape, commands)) + r")\b")
-    flag = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, sorted(flags))) + r")(?![\w-])")
-    strings = _core_strings()
+    assert {"--max-tokens", "--offset", "--limit", "--topic", "--remote"} <= _cli_flags()
+    strings = [s for path in sorted(CORE.rglob("*.py"))
+               for s in _strings(path.read_text(encoding="utf-8"), str(path.relative_to(CORE)))]
     assert len(strings) > 1000  # the walk found the core's source
-    offending = [f"{where}:{line}: {text!r}" for where, line, text in strings
-                 if command.search(text) or flag.search(text)]
-    assert offending == []
+    assert _offending(strings) == []
 
 
-def test_the_walk_would_see_a_command_or_a_flag_in_a_message() -> None:
-    """The check above is not vacuous: the same patterns catch the wording it forbids."""
-    source = ('def f():\n    """`chapters sync` in a docstring is documentation."""\n'
-              '    raise E("x", hint=f"ask again with --max-tokens {n}", other="run chapters sync")\n')
-    tree = ast.parse(source)
-    skip = _docstrings(tree)
-    texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-             and isinstance(n.value, str) and id(n) not in skip]
-    assert "ask again with --max-tokens " in texts and "run chapters sync" in texts
-    assert not any("docstring" in t for t in texts)
+def test_the_walk_catches_a_command_or_a_flag_in_a_message() -> None:
+    """Not vacuous: the same walk and patterns flag the wording the core must not hold."""
+    source = (
+        'def f(n):\n    """`chapters sync` in a docstring is documentation."""\n'
+        '    raise E("x", hint=f"ask again with --max-tokens {n} or more")\n'
+        'G = "run chapters sync"\nH = "--max-tokens-ish is no flag; the sync chapters are"\n'
+    )
+    found = _offending(_strings(source, "f.py"))
+    assert sorted(found) == ["f.py:3: 'ask again with --max-tokens '",
+                             "f.py:4: 'run chapters sync'"]
 
 
 def test_every_step_and_argument_has_cli_words() -> None:

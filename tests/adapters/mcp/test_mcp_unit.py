@@ -145,7 +145,8 @@ def test_a_bad_argument_is_named_as_the_tool_names_it() -> None:
         Argument.OFFSET, "is past the end: p.md has 5 lines", value=9,
         hint="use an offset below 5"))
     text = _text(_call(archive, "chapters_read", {"path": "p.md", "offset": 9}))
-    assert text.endswith(": offset=9 is past the end: p.md has 5 lines\n  next: use an offset below 5")
+    assert text.endswith(
+        ": offset=9 is past the end: p.md has 5 lines\n  next: use an offset below 5")
     assert "--offset" not in text
 
 

@@ -116,6 +116,8 @@ NEXT_STEPS: Mapping[NextStep, str] = {
                                   f"{tool_argument(Argument.TOPIC)} <name>",
     NextStep.NAME_TWO_TOPICS: "name two different topics, each with words",
     NextStep.LINK_POOL: "no knowledge pool is linked; a human links one (`chapters link`)",
+    NextStep.USE_PROVIDER_SCHEME: "the linked remote has no installed provider (schemes: "
+                                  "{schemes}); a human re-links the pool",
 }
 
 

@@ -58,7 +58,10 @@ def _s(key: str, default: Any, doc: str, **kw: Any) -> Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    # identity and transport (§2, §3, amendment 2026-09-21)
+    # identity and transport (§2, §3, amendment 2026-09-21). This is the settings table of the
+    # spec (§12), so it names the first-party providers' settings (`knowledgeProvider`'s
+    # choices, the `treedx*` tunables) as §12 does; no code here branches on them: providers
+    # declare their own schemes (`ProviderFactory.schemes`) and read their own settings.
     _s("harnessId", "", "this machine's writer id; empty means the hostname"),
     _s("projectKey", "", "overrides the §2.3 derivation (monorepo subfolders, many remotes)"),
     _s("knowledgeRemote", "", "the pool: a local path, an https URL or treedx+<url>/<repo>"),

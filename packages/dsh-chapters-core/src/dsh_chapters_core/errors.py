@@ -65,6 +65,7 @@ class NextStep(enum.StrEnum):
     PASS_QUERY_OR_TOPIC = "pass-query-or-topic"  # search needs words or a topic
     NAME_TWO_TOPICS = "name-two-topics"  # §6.3: a topic merge names two topics with words
     LINK_POOL = "link-pool"  # §5: local-only until a pool is linked
+    USE_PROVIDER_SCHEME = "use-provider-scheme"  # data: schemes (the installed ones declare)
 
 
 class ChaptersError(Exception):

@@ -39,7 +39,12 @@ from dsh_chapters_fs.tree import DirectoryTree
 from dsh_chapters_fs.workspace import PROJECT_CONFIG, find_workspace, project_remote
 
 from dsh_chapters.app import MIRROR_DIRNAME, App, Factories, StatusContributor
-from dsh_chapters.plugins import LazyPlugins, load_harness_readers, load_provider_factories
+from dsh_chapters.plugins import (
+    KEY_NAMESPACES,
+    LazyPlugins,
+    load_harness_readers,
+    load_provider_factories,
+)
 
 if TYPE_CHECKING:
     from dsh_chapters_core.enrich.queue import ModelRoute
@@ -82,7 +87,7 @@ def bootstrap(
         config, origins = loaded.config, loaded.origins
     # §2.3: a configured projectKey wins, then the git remote, then the path (flagged).
     identity = derive_project_key(remote=project_remote(workspace), path=str(workspace),
-                                  override=config.project_key)
+                                  override=config.project_key, namespaces=KEY_NAMESPACES)
     return App(
         workspace=workspace,
         store_root=store_root,

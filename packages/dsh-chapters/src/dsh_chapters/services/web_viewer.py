@@ -563,3 +563,7 @@ class AppViewer:
     def secrets(self) -> tuple[str, ...]:
         token = self.app.credentials.read(self.app.identity.project_key)
         return (token,) if token else ()
+
+    def next_step(self, error: ChaptersError) -> str:
+        # `chapters serve` runs from a terminal, so its pages word next steps as the CLI does.
+        return hint_text(error)
