@@ -32,7 +32,6 @@ from dsh_chapters_core.sync import (
     select_provider,
     sync,
 )
-from dsh_chapters_fs.workspace import set_project_setting
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
 from dsh_chapters.present import SYNC_NOW, hint_text
@@ -359,7 +358,7 @@ def link_pool(
         app.store_tree.write(STATE_PATH, SyncState().to_bytes())
     if getattr(factory, "link_resolves_pool", False):
         _resolve_pool_at_link(app, target)
-    config_file = set_project_setting(store_root, "knowledgeRemote", target)
+    config_file = app.factories.write_project_setting(store_root, "knowledgeRemote", target)
     return LinkResult(
         remote=target,
         provider=factory.name,

@@ -26,6 +26,7 @@ from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.pool_layout import PoolFileKind, to_store
+from dsh_chapters_core.ports.search import DocumentReader
 from dsh_chapters_core.ports.viewer import SearchFilters
 from dsh_chapters_core.reading import read_text, resolve
 from dsh_chapters_core.rules import (
@@ -45,8 +46,6 @@ from dsh_chapters_core.search.packing import AnswerStatus, SearchAnswer, pack_re
 from dsh_chapters_core.search.scorer import ScoredEntry
 from dsh_chapters_core.search.service import DoorName, SearchRequest, SearchService
 from dsh_chapters_core.search.vocabulary import vocabulary_candidates
-from dsh_chapters_fs.search_tree import FrontmatterReader
-from dsh_chapters_fs.store import STORE_DIRNAME
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
 from dsh_chapters.present import cli_argument, hint_text
@@ -219,8 +218,8 @@ class _ChapterHeads:
     """The sessions page's view of each chapter's frontmatter, re-read only when the file's
     stat changed: listing a 10k store is a directory walk, not 10k YAML parses."""
 
+    reader: DocumentReader  # the store's own (the composition root builds it)
     seen: dict[str, tuple[int, int, Document | None]] = field(default_factory=dict)
-    reader: FrontmatterReader = field(default_factory=FrontmatterReader)
     guard: threading.Lock = field(default_factory=threading.Lock)
 
     def document(self, file: str, path: str, st: os.stat_result) -> Document | None:
@@ -295,7 +294,7 @@ class AppViewer:
     search_max_tokens: int = 0
     refresh_interval_s: float = 0.0
     _core_rules: _CoreRuleCache = field(init=False)
-    _heads: _ChapterHeads = field(default_factory=_ChapterHeads, init=False)
+    _heads: _ChapterHeads = field(init=False)
     _refreshed: threading.Event = field(default_factory=threading.Event, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -306,6 +305,7 @@ class AppViewer:
 
     def __post_init__(self) -> None:
         self._core_rules = _CoreRuleCache(self.app)
+        self._heads = _ChapterHeads(self.app.factories.document_reader())
 
     # -- the index, kept current -----------------------------------------------------------
 
@@ -532,7 +532,7 @@ class AppViewer:
             for door in service.doors:
                 service.refresh(door)
         return {"fact": {"type": str(fact.type), **dict(fact.fields), "author": fact.author,
-                         "at": fact.at}, "path": f"{STORE_DIRNAME}/{edits_path(app.harness_id)}"}
+                         "at": fact.at}, "path": f"{app.store_dir()}/{edits_path(app.harness_id)}"}
 
     # -- the pool ------------------------------------------------------------------------------
 
