@@ -318,15 +318,9 @@ class LinkResult:
     mirror_removed: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "remote": self.remote,
-            "provider": self.provider,
-            "projectKey": self.project_key,
-            "configFile": self.config_file,
-            "tokenStored": self.token_stored,
-            "previous": self.previous,
-            "mirrorRemoved": self.mirror_removed,
-        }
+        from dsh_chapters.wire import to_json  # only `--json` pays for the converter
+
+        return to_json(self)
 
 
 def link_pool(
