@@ -26,7 +26,8 @@ def _make_converter() -> cattrs.Converter:
     converter = make_converter()
 
     def camel_fields(cls: type) -> Callable[[Any], dict[str, Any]]:
-        renames = {f.name: override(rename=camel(f.name)) for f in dataclasses.fields(cls)}
+        renames: dict[str, Any] = {
+            f.name: override(rename=camel(f.name)) for f in dataclasses.fields(cls)}
         return make_dict_unstructure_fn(cls, converter, **renames)
 
     converter.register_unstructure_hook_factory(dataclasses.is_dataclass, camel_fields)
