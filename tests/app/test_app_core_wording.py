@@ -96,7 +96,7 @@ def test_the_walk_catches_a_command_or_a_flag_in_a_message() -> None:
 
 def test_every_step_and_argument_has_cli_words() -> None:
     for step in NextStep:
-        assert present.step_text(step, {"needed": 7}).strip(), step
+        assert present.step_text(step, {"needed": 7, "schemes": "file"}).strip(), step
     assert {present.cli_argument(a) for a in Argument} == {
         "--max-tokens", "--offset", "--limit", "--topic"}
     assert present.cli_argument(Argument.OFFSET, 200) == "--offset 200"

@@ -153,7 +153,7 @@ def test_a_bad_argument_is_named_as_the_tool_names_it() -> None:
 def test_every_next_step_and_argument_has_tool_words() -> None:
     assert set(NEXT_STEPS) == set(NextStep) and set(ARGUMENT_NAMES) == set(Argument)
     for step in NextStep:
-        words = NEXT_STEPS[step].format_map({"needed": 7})
+        words = NEXT_STEPS[step].format_map({"needed": 7, "schemes": "file"})
         assert words and "--" not in words, step
     error = ChaptersError("empty query", step=NextStep.PASS_QUERY_OR_TOPIC)
     assert error_text(error) == "empty query\n  next: pass words to search for, or topic <name>"
