@@ -11,7 +11,7 @@ import dsh_chapters_core
 import pytest
 from dsh_chapters.plugins import KEY_NAMESPACES, PROVIDER_PACKAGES, load_provider_factories
 from dsh_chapters.present import error_text
-from dsh_chapters.services.pool import check_token_rules, is_local_remote, normalize_remote
+from dsh_chapters.services.pool import check_token_rules, normalize_remote
 from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.ports.transport import ProviderFactory
 from dsh_chapters_core.projectkey import derive_project_key
@@ -61,8 +61,8 @@ def test_the_app_derives_a_treedx_key_in_its_namespace() -> None:
 
 
 def test_local_and_network_remotes_follow_the_one_value(tmp_path: Path) -> None:
-    assert is_local_remote("folder+~/Sync/pool") and is_local_remote("/srv/p")
-    assert not is_local_remote("treedx+https://h/r")
+    assert parse_remote("folder+~/Sync/pool").is_local and parse_remote("/srv/p").is_local
+    assert not parse_remote("treedx+https://h/r").is_local
     assert normalize_remote("file:///srv/p", tmp_path) == "/srv/p"
     assert normalize_remote("pool", tmp_path) == str((tmp_path / "pool").resolve())
     with pytest.raises(UsageError, match="clear text"):

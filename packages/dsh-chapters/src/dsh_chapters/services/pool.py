@@ -56,16 +56,6 @@ NEXT_STEP: dict[str, str] = {
 # Remotes and tokens (§2.1)
 
 
-def is_local_remote(remote: str) -> bool:
-    """No network URL: a path, `file://`, `<name>+<path>` (the core's one `Remote` value)."""
-    return not parse_remote(remote).url
-
-
-def remote_host(remote: str) -> str:
-    """The host of a network remote, "" for a local path."""
-    return parse_remote(remote).host
-
-
 def normalize_remote(remote: str, cwd: Path) -> str:
     """A local path becomes absolute (the config outlives the shell's cwd); URLs stay."""
     parsed = parse_remote(remote)
