@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from dsh_chapters.bootstrap import App, bootstrap
 from dsh_chapters.cli import Invocation, build_parser
+from dsh_chapters.present import error_text
 from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters_core.pool_layout import to_pool
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, PushResult
@@ -94,10 +95,10 @@ class Machine:
             )
             code = int(args.run(args, inv))
         except UsageError as exc:
-            err.write(f"chapters: {exc}\n")
+            err.write(f"chapters: {error_text(exc)}\n")  # as cli.main words it
             code = 2
         except ChaptersError as exc:
-            err.write(f"chapters: {exc}\n")
+            err.write(f"chapters: {error_text(exc)}\n")  # as cli.main words it
             code = 1
         result = CliResult(tuple(argv), code, out.getvalue(), err.getvalue())
         self.results.append(result)
@@ -208,6 +209,7 @@ class GatedFactory:
         self._inner = inner
         self._barrier = barrier
         self.name = inner.name
+        self.schemes = inner.schemes
 
     def matches(self, remote: str) -> bool:
         return bool(self._inner.matches(remote))

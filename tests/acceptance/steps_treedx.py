@@ -292,7 +292,7 @@ def treedx_no_token_anywhere(machines: dict[str, Machine], pool: TreeDXPool) -> 
 @when(parsers.parse('machine "{name}" sets knowledgeProvider to "{value}"'))
 def treedx_knowledge_provider(make_machine: MakeMachine, name: str, value: str) -> None:
     machine = make_machine(name)
-    knowledge_pool.set_project_setting(machine.store, "knowledgeProvider", value)
+    machine.app().factories.write_project_setting(machine.store, "knowledgeProvider", value)
 
 
 @then(parsers.parse('linking machine "{name}" to the pool is refused, naming the "{provider}" '

@@ -17,9 +17,9 @@ from dsh_chapters.services.pool import (
     check_token_rules,
     is_loopback_host,
     normalize_remote,
-    set_project_setting,
 )
 from dsh_chapters_core.errors import UsageError
+from dsh_chapters_fs.workspace import set_project_setting  # the App's write_project_setting
 
 from tests.acceptance.steps_common import Machine, session_id_for
 

@@ -12,6 +12,7 @@ from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_core.notice import (
     MODIFIED_MARK,
     NoticeContext,
+    NoticeWords,
     assemble_notice,
     build_notice,
     derive_ancestry,
@@ -30,6 +31,19 @@ from dsh_chapters_core.testing.fakes_transport import FakeClock, MemoryTree
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 SESSION = "sess-a1"
+# The CLI's words for the notice's doors: the app passes `dsh_chapters.present.NOTICE_WORDS`,
+# and tests/app/test_app_core_wording.py checks that it equals these, so the goldens below are
+# the notice the CLI and the hooks give (the core itself names no command).
+CLI_WORDS = NoticeWords(
+    list_rules="`chapters rule list`",
+    list_category="`chapters rule list --category <name>`",
+    revoke_rule="`chapters rule revoke <id>`",
+    add_rule="`chapters rule add`",
+    list_chapters="`chapters list`",
+    search='`chapters search "<query>"`',
+    raise_budget="`--max-tokens N`",
+    search_topic="`chapters search --topic <topic>`",
+)
 CTX = NoticeContext(
     project_slug="dsh-chapters",
     project_key="5b7c9f5e-1f53-5b8e-a0f4-0c9c1e7d2a11",
@@ -37,6 +51,7 @@ CTX = NoticeContext(
     title="Make the sync loop degrade to local-only",
     handoff="Halfway through the retry test: the TimeoutError path is not covered yet.",
     shard_dir=".dsh-knowledge/index",
+    words=CLI_WORDS,
 )
 
 
@@ -186,7 +201,7 @@ def test_a_chapter_whose_body_changed_is_marked_beside_it() -> None:
 def test_more_chapters_than_the_limit_says_how_many_are_listed() -> None:
     docs = [Document(path=f"s/chapters/{n:03d}-c.md", kind=DocumentKind.CHAPTER, title=f"C{n}")
             for n in range(1, 21)]
-    text = assemble_notice(NoticeContext("p", "k", session_id="s"), docs,
+    text = assemble_notice(NoticeContext("p", "k", session_id="s", words=CLI_WORDS), docs,
                            config=DEFAULTS.replace(notice_chapter_limit=5))
     assert ("The last 5 of 20 are listed (noticeChapterLimit); `chapters list` shows every one."
             in text)
@@ -249,3 +264,24 @@ def test_the_notice_does_not_grow_with_the_corpus(with_rules: bool) -> None:
     assert texts[0] == texts[1]
     assert opened[0] == opened[1]  # the same files were read: none of the other sessions'
     assert not any(p.startswith("other-") for p in opened[1])
+
+
+def test_the_notice_uses_the_callers_words_for_its_doors() -> None:
+    """The core names no command: every door the notice points at is the caller's word."""
+    words = NoticeWords(list_rules="<LR>", list_category="<LC>", revoke_rule="<RV>",
+                        add_rule="<AD>", list_chapters="<LS>", search="<S>",
+                        raise_budget="<MT>", search_topic="<ST>")
+    tree = _session_tree()
+    _with_rules(tree, approve=("hostA/001", "hostA/002", "hostA/003"))
+    rules = load_rules(tree, TreeShelf(tree), "hostB")
+    config = DEFAULTS.replace(core_rules_budget_tokens=50, notice_chapter_limit=1)
+    selection = select_rules(rules, config=config, session_topics=("testing",))
+    docs = [Document(path=f"s/chapters/{n:03d}-c.md", kind=DocumentKind.CHAPTER, title=f"C{n}")
+            for n in range(1, 3)]
+    ctx = NoticeContext("p", "k", session_id="s", words=words)
+    text = assemble_notice(ctx, docs, config=config, rules=selection)
+    assert "<LR> shows each text." in text and "Next: <RV> for rules" in text
+    assert "add the parts with <AD>," in text and "<LS> shows every one." in text
+    assert "search it: <S> ranks" in text and "ask again with <MT>. <ST> reads" in text
+    assert "overlap it: <LC>, or read" in text
+    assert "chapters " not in text.replace("chapters of", "").replace("chapters/", "")

@@ -15,6 +15,9 @@ from dsh_chapters_core.projectkey import (
 from hypothesis import given
 from hypothesis import strategies as st
 
+# The key namespace the TreeDX provider declares (§2.3 as amended 2026-09-21); the app passes
+# `dsh_chapters.plugins.KEY_NAMESPACES`, which tests/app/test_app_remotes.py checks equals it.
+NAMESPACES = ("treedx",)
 SAME_PROJECT = (
     "https://GitHub.com/Org/Repo.git",
     "git@github.com:org/repo",
@@ -44,7 +47,8 @@ SAME_PROJECT = (
     ],
 )
 def test_canonical_form(url: str, canonical: str) -> None:
-    assert canonicalize_remote(url) == canonical
+    # The key namespaces are the providers' declaration (the app's KEY_NAMESPACES).
+    assert canonicalize_remote(url, namespaces=NAMESPACES) == canonical
 
 
 def test_issue_vectors_give_one_key_and_gitlab_another() -> None:
@@ -56,12 +60,24 @@ def test_issue_vectors_give_one_key_and_gitlab_another() -> None:
 
 
 def test_treedx_remote_is_its_own_namespace() -> None:
-    git = derive_project_key(remote="https://host.example/repo")
-    treedx = derive_project_key(remote="treedx+https://host.example/repo")
+    git = derive_project_key(remote="https://host.example/repo", namespaces=NAMESPACES)
+    treedx = derive_project_key(remote="treedx+https://host.example/repo",
+                                namespaces=NAMESPACES)
     assert treedx.derivation == "treedx"
     assert git.derivation == "remote"
     assert treedx.canonical == "treedx/host.example/repo"
     assert treedx.project_key != git.project_key
+
+
+def test_only_a_declared_namespace_is_kept_so_git_plus_ssh_stays_git() -> None:
+    """The core knows no scheme: `treedx/` comes from the caller's declaration, and an
+    undeclared compound scheme (`git+ssh://`, which git accepts) canonicalizes as plain git."""
+    plain = derive_project_key(remote="ssh://git@github.com/org/repo.git")
+    assert derive_project_key(remote="git+ssh://git@github.com/org/repo.git",
+                              namespaces=NAMESPACES) == plain
+    assert canonicalize_remote("treedx+https://h/r") == "h/r"  # nobody declared `treedx`
+    other = derive_project_key(remote="acme+https://h/r", namespaces=("acme",))
+    assert (other.canonical, other.derivation) == ("acme/h/r", "acme")
 
 
 def test_override_wins_over_remote_and_path() -> None:
@@ -101,7 +117,8 @@ def test_empty_remote_is_usage_error(url: str) -> None:
     [
         (derive_project_key(remote="git@github.com:org/my-repo.git"), "my-repo"),
         (derive_project_key(path="/home/a/Projects/notes"), "notes"),
-        (derive_project_key(remote="treedx+https://h:1/corpus"), "corpus"),
+        (derive_project_key(remote="treedx+https://h:1/corpus", namespaces=NAMESPACES),
+         "corpus"),
     ],
 )
 def test_project_slug(identity: ProjectIdentity, slug: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.curation import FactType, parse_facts
 from dsh_chapters_core.documents import Document, DocumentKind
-from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.errors import ChaptersError, NextStep, UsageError
 from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.rules import (
     Rule,
@@ -242,7 +242,8 @@ def test_an_unknown_id_lists_the_nearest_ids() -> None:
     assert "hostB/001" in info.value.message
     with pytest.raises(ChaptersError) as info:
         find_rule((), "x/001")
-    assert "0 rules" in info.value.message and "chapters rule add" in info.value.hint
+    # The core names the next step by code; the CLI words it `chapters rule add …`.
+    assert "0 rules" in info.value.message and info.value.step is NextStep.PROPOSE_RULE_OR_SYNC
 
 
 # -- the one selector ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
+from dsh_chapters_core.errors import NextStep
 from dsh_chapters_core.search import (
     AnswerStatus,
     SearchRefusal,
@@ -73,7 +74,9 @@ def test_packing_stops_at_the_first_line_that_does_not_fit() -> None:
                           door="store", path_prefix=".dsh-chapters/")
     assert (answer.shown, answer.total) == (2, 3)
     assert answer.budget.remaining == 0
-    assert "shown 2 of 3" in answer.text() and "raise --max-tokens" in answer.text()
+    # The budget argument is named in the caller's words (the CLI: `--max-tokens`).
+    assert "shown 2 of 3" in answer.text() and "raise max_tokens for more" in answer.text()
+    assert "raise <budget> for more" in answer.text(lambda argument, value: "<budget>")
 
 
 def test_refuses_with_numbers_when_not_even_the_first_line_fits() -> None:
@@ -83,7 +86,8 @@ def test_refuses_with_numbers_when_not_even_the_first_line_fits() -> None:
                      path_prefix=".dsh-chapters/")
     refusal = caught.value
     assert (refusal.needed, refusal.requested, refusal.total) == (need, need - 1, 3)
-    assert str(need) in str(refusal) and f"--max-tokens {need}" in refusal.hint
+    assert str(need) in str(refusal) and refusal.step is NextStep.RAISE_MAX_TOKENS
+    assert refusal.data == {"needed": need}
 
 
 def test_an_empty_ranking_is_not_a_refusal() -> None:

@@ -67,7 +67,7 @@ def test_line_caps_report_totals_and_the_next_offset() -> None:
     text = "".join(f"line {n}\n" for n in range(1, 1001))
     first = read_lines(text, path="a", config=DEFAULTS)
     assert (len(first.lines), first.total_lines, first.next_offset) == (200, 1000, 200)
-    assert "lines 1-200 of 1000; next: --offset 200" in first.text()
+    assert "lines 1-200 of 1000; next: offset=200" in first.text()
     big = read_lines(text, path="a", config=DEFAULTS, offset=900, limit=5000)
     assert (len(big.lines), big.capped, big.limit, big.next_offset) == (100, True, 400, None)
     capped = read_lines(text, path="a", config=DEFAULTS, limit=401)

@@ -8,12 +8,18 @@ from typing import Any
 
 import anyio
 import pytest
-from dsh_chapters_core.errors import ChaptersError, RefusalError
+from dsh_chapters_core.errors import (
+    Argument,
+    ArgumentError,
+    ChaptersError,
+    NextStep,
+    RefusalError,
+)
 from dsh_chapters_core.ports.agents import ArtifactAction, Page, RuleListing, TokenBudget
 from dsh_chapters_core.reading import LineSlice
 from dsh_chapters_core.rules import ProposalResult
 from dsh_chapters_core.search.packing import AnswerStatus, Budget, SearchAnswer
-from dsh_chapters_mcp.server import build_server
+from dsh_chapters_mcp.server import ARGUMENT_NAMES, NEXT_STEPS, build_server, error_text
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
@@ -123,15 +129,39 @@ def test_artifact_action_and_budget_reach_the_archive() -> None:
 
 def test_a_refusal_is_a_tool_error_in_the_agents_words() -> None:
     archive = FakeArchive(fail=RefusalError(
-        "refused: the first line alone needs 90 estimated tokens, maxTokens is 10",
-        hint="raise --max-tokens to 90, or pass --limit 1"))
-    result = _call(archive, "chapters_read", {"path": "p.md"})
+        "refused: the best match alone needs 90 tokens, the budget is 10 tokens",
+        step=NextStep.RAISE_MAX_TOKENS, data={"needed": 90}))
+    result = _call(archive, "chapters_search", {"query": "retry"})
     assert result.is_error
     text = _text(result)
-    assert "90 estimated tokens" in text
-    # The CLI's flags become the tool's own argument names.
-    assert "raise maxTokens to 90, or pass limit=1" in text
-    assert "--max-tokens" not in text and "--limit" not in text
+    assert "needs 90 tokens" in text
+    # The core's next-step code, worded with the tool's own argument names.
+    assert "next: ask again with maxTokens=90 or more" in text
+    assert "--max-tokens" not in text
+
+
+def test_a_bad_argument_is_named_as_the_tool_names_it() -> None:
+    archive = FakeArchive(fail=ArgumentError(
+        Argument.OFFSET, "is past the end: p.md has 5 lines", value=9,
+        hint="use an offset below 5"))
+    text = _text(_call(archive, "chapters_read", {"path": "p.md", "offset": 9}))
+    assert text.endswith(
+        ": offset=9 is past the end: p.md has 5 lines\n  next: use an offset below 5")
+    assert "--offset" not in text
+
+
+def test_every_next_step_and_argument_has_tool_words() -> None:
+    assert set(NEXT_STEPS) == set(NextStep) and set(ARGUMENT_NAMES) == set(Argument)
+    for step in NextStep:
+        words = NEXT_STEPS[step].format_map({"needed": 7, "schemes": "file"})
+        assert words and "--" not in words, step
+    error = ChaptersError("empty query", step=NextStep.PASS_QUERY_OR_TOPIC)
+    assert error_text(error) == "empty query\n  next: pass words to search for, or topic <name>"
+
+
+def test_a_page_names_its_next_offset_as_the_tool_argument() -> None:
+    result = _call(FakeArchive(), "chapters_read", {"path": "p.md"})
+    assert "lines 1-2 of 5; next: offset=2" in _text(result)
 
 
 @pytest.mark.parametrize("status", [AnswerStatus.NO_MATCH, AnswerStatus.EMPTY])

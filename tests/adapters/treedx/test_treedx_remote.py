@@ -57,7 +57,9 @@ def test_the_entry_point_is_a_provider_factory() -> None:
 
 
 def test_the_project_key_never_collides_with_a_git_pool_at_the_same_url() -> None:
-    treedx = derive_project_key(remote="treedx+https://host.example/pool")
-    git = derive_project_key(remote="https://host.example/pool")
+    # The namespace is the provider's declaration: its compound schemes' `treedx+`.
+    namespaces = {s.split("+", 1)[0] for s in TreeDXProviderFactory.schemes}
+    treedx = derive_project_key(remote="treedx+https://host.example/pool", namespaces=namespaces)
+    git = derive_project_key(remote="https://host.example/pool", namespaces=namespaces)
     assert treedx.canonical == "treedx/host.example/pool"
     assert treedx.project_key != git.project_key

@@ -23,6 +23,7 @@ from dsh_chapters_core.ports.transport import (
     PushResult,
     StageResult,
 )
+from dsh_chapters_core.remote import parse_remote
 
 from dsh_chapters_git.failures import Deadline, classify, failure
 from dsh_chapters_git.history import is_ancestor
@@ -32,8 +33,6 @@ from dsh_chapters_git.upstream import (
     HttpPool,
     LocalPool,
     Upstream,
-    is_http_remote,
-    is_local_remote,
     local_path,
     lock_holders,
     stale_lock_age_ms,
@@ -282,14 +281,13 @@ class GitProviderFactory:
     """
 
     name = "git"
+    schemes: tuple[str, ...] = ("file", "http", "https")  # as the core's `parse_remote` names
 
     @classmethod
     def matches(cls, remote: str) -> bool:
         """A local path (absolute, `~`, `./`, `../`, `file://`) or an http(s) URL."""
-        remote = remote.strip()
-        if not remote or remote.startswith("treedx+"):
-            return False
-        return is_local_remote(remote) or is_http_remote(remote)
+        parsed = parse_remote(remote)
+        return parsed.scheme in cls.schemes and (parsed.is_local or bool(parsed.url))
 
     @classmethod
     def create(cls, context: ProviderContext) -> KnowledgeProvider:
@@ -301,7 +299,7 @@ class GitProviderFactory:
                 hint="run `chapters link <path>` or `chapters link <https-url> <token>`",
             )
         upstream: Upstream
-        if is_http_remote(remote):
+        if parse_remote(remote).url:
             # Read once, kept in memory by the HTTP client only (never in the mirror's config).
             token = context.credentials.read(context.credential_name) or None
             upstream = HttpPool(remote, token)

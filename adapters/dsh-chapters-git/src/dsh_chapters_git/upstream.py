@@ -6,7 +6,6 @@ compare-and-swap: a pool that moved underneath us is `DIVERGED`, never forced (Â
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import secrets
 import shutil
@@ -17,6 +16,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from dsh_chapters_core.errors import FailureCode
+from dsh_chapters_core.remote import is_loopback_host
 from dulwich.client import Urllib3HttpGitClient
 from dulwich.errors import NotGitRepository
 from dulwich.file import FileLocked
@@ -55,14 +55,6 @@ class Upstream(Protocol):
     def close(self) -> None: ...
 
 
-def is_local_remote(remote: str) -> bool:
-    return remote.startswith(("/", "~", "./", "../", "file://")) or remote in (".", "..")
-
-
-def is_http_remote(remote: str) -> bool:
-    return remote.startswith(("http://", "https://"))
-
-
 def local_path(remote: str, workspace: str) -> str:
     """The absolute pool directory a local remote names (relative ones: from the workspace)."""
     if remote.startswith("file://"):
@@ -70,16 +62,6 @@ def local_path(remote: str, workspace: str) -> str:
     else:
         path = os.path.expanduser(remote)
     return os.path.normpath(os.path.join(workspace, path))
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 and `localhost`: exempt from the token rule (local test forges)."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def public_url(url: str) -> str:
@@ -307,7 +289,7 @@ class HttpPool:
         self.url = url
         self.display = public_url(url)
         parts = urlsplit(url)
-        self.loopback = is_loopback(parts.hostname or "")
+        self.loopback = is_loopback_host(parts.hostname or "")
         self.scheme = parts.scheme
         self._token = token
         self._client: Urllib3HttpGitClient | None = None

@@ -11,12 +11,11 @@ archive is a rule proposal (search keeps its derived, machine-local index curren
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
-from dsh_chapters_core.errors import ChaptersError
+from dsh_chapters_core.errors import Argument, ArgumentError, ChaptersError, NextStep
 from dsh_chapters_core.ports.agents import AgentArchive, ArtifactAction, Page
 from dsh_chapters_core.rules import RuleStatus, rule_json
 from dsh_chapters_core.search.packing import AnswerStatus
@@ -83,28 +82,56 @@ PROPOSE_DESCRIPTION = (
 )
 
 
-# The core's texts name the CLI's flags; an agent calling a tool sets its arguments instead.
-FLAG_TO_ARGUMENT = {
-    "--max-tokens": "maxTokens",
-    "--offset": "offset",
-    "--limit": "limit",
-    "--topic": "topic",
-    "--cross-project": "crossProject",
+# The core names arguments and next steps by code; an agent calling a tool sets the tool's
+# parameters and calls tools, so these are the tools' own words for them.
+ARGUMENT_NAMES: Mapping[Argument, str] = {
+    Argument.MAX_TOKENS: "maxTokens",
+    Argument.OFFSET: "offset",
+    Argument.LIMIT: "limit",
+    Argument.TOPIC: "topic",
 }
-_FLAG = re.compile(r"(" + "|".join(map(re.escape, FLAG_TO_ARGUMENT)) + r")(?: (\d+))?")
 
 
-def for_agents(text: str) -> str:
-    """`--max-tokens 600` reads `maxTokens=600`, a bare `--offset` reads `offset`."""
-    def argument(match: re.Match[str]) -> str:
-        name = FLAG_TO_ARGUMENT[match.group(1)]
-        return f"{name}={match.group(2)}" if match.group(2) else name
+def tool_argument(argument: Argument, value: int | None = None) -> str:
+    """An argument as a tool takes it: `maxTokens`, `offset=200`."""
+    name = ARGUMENT_NAMES[argument]
+    return name if value is None else f"{name}={value}"
 
-    return _FLAG.sub(argument, text)
+
+# Each next step as a tool user takes it; `{name}` fields come from the error's data.
+NEXT_STEPS: Mapping[NextStep, str] = {
+    NextStep.REPAIR_UNSAFE_FILE: "ask the user to replace it with the regular file it should be, "
+                                 "or remove it (`chapters doctor` lists every such file)",
+    NextStep.PASS_REMOTE_OR_PATH: "the workspace has no git remote: ask the user to set "
+                                  "`projectKey` or run the server inside a git checkout",
+    NextStep.NAME_FILE: "pass a path from chapters_search, or an artifact's sha256",
+    NextStep.COPY_SEARCH_PATH: "copy a path from chapters_search, or pass the artifact's sha256",
+    NextStep.READ_FROM_TOP: f"{tool_argument(Argument.OFFSET, 0)} reads from the top",
+    NextStep.NAME_LINE_WORDS: "pass the words to find as query with action=search",
+    NextStep.PROPOSE_RULE_OR_SYNC: "propose one with chapters_rule_propose",
+    NextStep.LIST_ALL_RULES: "call chapters_rules to see every rule in effect",
+    NextStep.RAISE_MAX_TOKENS: f"ask again with {tool_argument(Argument.MAX_TOKENS)}={{needed}} "
+                               "or more",
+    NextStep.PASS_QUERY_OR_TOPIC: "pass words to search for, or "
+                                  f"{tool_argument(Argument.TOPIC)} <name>",
+    NextStep.NAME_TWO_TOPICS: "name two different topics, each with words",
+    NextStep.LINK_POOL: "no knowledge pool is linked; a human links one (`chapters link`)",
+    NextStep.USE_PROVIDER_SCHEME: "the linked remote has no installed provider (schemes: "
+                                  "{schemes}); a human re-links the pool",
+}
+
+
+def error_text(exc: ChaptersError) -> str:
+    """The error in the tools' words: its numbers, then its next step."""
+    message = exc.worded(tool_argument) if isinstance(exc, ArgumentError) else exc.message
+    hint = exc.hint
+    if not hint and exc.step is not None:
+        hint = NEXT_STEPS[exc.step].format_map(exc.data)
+    return f"{message}\n  next: {hint}" if hint else message
 
 
 def _answer(text: str, data: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=for_agents(text))],
+    return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=data)
 
 
@@ -113,7 +140,7 @@ def _call(work: Callable[[], _T]) -> _T:
     try:
         return work()
     except ChaptersError as exc:
-        raise ToolError(for_agents(str(exc))) from exc
+        raise ToolError(error_text(exc)) from exc
 
 
 def _page_json(page: Page, action: ArtifactAction) -> dict[str, Any]:
@@ -124,7 +151,7 @@ def _page_json(page: Page, action: ArtifactAction) -> dict[str, Any]:
 
 
 def _page_text(page: Page) -> str:
-    text = page.result.text()
+    text = page.result.text(tool_argument)
     if page.budget is not None:
         text += f"\n({page.budget.used} of maxTokens {page.budget.requested} used)"
     return text
@@ -163,7 +190,8 @@ def build_server(archive: AgentArchive, *, instructions: str = "") -> MCPServer:
     ) -> Annotated[CallToolResult, SearchOutput]:
         answer = _call(lambda: archive.search(query, max_tokens=maxTokens, topic=topic,
                                               cross_project=crossProject))
-        return _answer(_search_text(answer.status, answer.text()), answer.to_json())
+        return _answer(_search_text(answer.status, answer.text(tool_argument)),
+                       answer.to_json())
 
     @server.tool(name="chapters_read", title="Read a chapter", description=READ_DESCRIPTION,
                  annotations=ToolAnnotations(title="Read a chapter", **_READER))

@@ -95,6 +95,9 @@ class TreeDXProviderFactory:
     """
 
     name: ClassVar[str] = "treedx"
+    # The schemes this provider owns, as the core's `parse_remote` names them; `treedx+` is
+    # also a projectKey namespace (§2.3 as amended 2026-09-21).
+    schemes: ClassVar[tuple[str, ...]] = ("treedx+https", "treedx+http")
     # Optional declarations the app reads (ports/transport.py): a TreeDX pool always needs a
     # token, and `chapters link` resolves or creates the managed repository (issue #7).
     token_always_required: ClassVar[bool] = True

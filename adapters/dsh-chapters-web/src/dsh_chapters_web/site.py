@@ -126,7 +126,8 @@ class Site:
     def error(self, request: Request, exc: ChaptersError, status: int | None = None) -> Response:
         code = status or _status_of(exc, request.method)
         return self.page(request, "error.html",
-                         {"error": exc.message, "next": exc.hint, "status": code}, status=code)
+                         {"error": exc.message, "next": self.viewer.next_step(exc),
+                          "status": code}, status=code)
 
     async def call(self, request: Request, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         # The port is synchronous (files, SQLite, the writer lock): run it off the event loop.

@@ -62,6 +62,8 @@ class FolderProviderFactory:
     """What the `folder` entry point hands the composition root."""
 
     name = "folder"
+    # `folder+<path>`: the core's `parse_remote` names its scheme `folder`.
+    schemes = ("folder",)
 
     @staticmethod
     def matches(remote: str) -> bool:

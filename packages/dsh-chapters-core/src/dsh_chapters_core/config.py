@@ -58,7 +58,10 @@ def _s(key: str, default: Any, doc: str, **kw: Any) -> Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    # identity and transport (§2, §3, amendment 2026-09-21)
+    # identity and transport (§2, §3, amendment 2026-09-21). This is the settings table of the
+    # spec (§12), so it names the first-party providers' settings (`knowledgeProvider`'s
+    # choices, the `treedx*` tunables) as §12 does; no code here branches on them: providers
+    # declare their own schemes (`ProviderFactory.schemes`) and read their own settings.
     _s("harnessId", "", "this machine's writer id; empty means the hostname"),
     _s("projectKey", "", "overrides the §2.3 derivation (monorepo subfolders, many remotes)"),
     _s("knowledgeRemote", "", "the pool: a local path, an https URL or treedx+<url>/<repo>"),
@@ -214,21 +217,21 @@ SETTINGS: tuple[Setting, ...] = (
         "sessionFinalAfterMinutes",
         120,
         "a session file idle this long is over: import and watch archive its unfinished last "
-        "turn (0: only --final and SessionEnd do)",
+        "turn (0: only an explicit final archive and SessionEnd do)",
         minimum=0,
         maximum=525_600,
     ),
     _s(
         "watchDebounceMs",
         800,
-        "`chapters watch` coalesces a burst of writes for this long before it archives",
+        "the session watcher coalesces a burst of writes for this long before it archives",
         minimum=50,
         maximum=60_000,
     ),
     _s(
         "watchIdleCheckSeconds",
         60,
-        "how often an idle `chapters watch` wakes to finalize idle sessions and run a "
+        "how often an idle session watcher wakes to finalize idle sessions and run a "
         "deferred push (no file is polled)",
         minimum=1,
         maximum=3600,
@@ -518,7 +521,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("treedxPageSize", 500, "entries per paths/list page", minimum=1, maximum=500),
     _s("treedxReadBatch", 50, "paths per batched files/read", minimum=1, maximum=500),
     # the local web viewer (`chapters serve`); it binds 127.0.0.1 only
-    _s("viewerPort", 8765, "port `chapters serve` listens on when --port is not given",
+    _s("viewerPort", 8765, "port the local viewer listens on when none is given",
        minimum=0, maximum=65_535),
     _s(
         "viewerSearchMaxTokens",
@@ -530,8 +533,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s(
         "viewerIndexRefreshMs",
         2000,
-        "how often `chapters serve` brings the search index current in the background "
-        "(0: every search page does it first, as `chapters search`)",
+        "how often the local viewer brings the search index current in the background "
+        "(0: every search page does it first, as a CLI search does)",
         minimum=0,
         maximum=3_600_000,
     ),

@@ -33,6 +33,22 @@ PATH_DERIVED = "path-derived"
 
 
 @dataclass(frozen=True, slots=True)
+class NoticeWords:
+    """How the notice's reader reaches each door, in the caller's words (the CLI's are
+    `chapters rule list` and so on). The core names no caller's command; these neutral
+    defaults name the use cases, for callers that have no words of their own."""
+
+    list_rules: str = "rule list"  # every rule's text
+    list_category: str = "rule list <category>"  # one category's rules
+    revoke_rule: str = "rule revoke <id>"
+    add_rule: str = "rule add"
+    list_chapters: str = "chapter list"  # every chapter of the store
+    search: str = 'search "<query>"'
+    raise_budget: str = "max_tokens=N"  # ask again with a larger token budget
+    search_topic: str = "search topic=<topic>"  # one whole topic shard
+
+
+@dataclass(frozen=True, slots=True)
 class NoticeContext:
     """Everything the notice says that is not a chapter or a rule. Constant size."""
 
@@ -45,6 +61,7 @@ class NoticeContext:
     store_dir: str = ".dsh-chapters"  # workspace-relative, so `read` opens every link
     shard_dir: str = ".dsh-chapters/index"  # where search's topic shards live for this door
     ancestry: tuple[str, ...] = ()  # session ids, oldest first; the last is this session
+    words: NoticeWords = NoticeWords()  # the caller's names for its doors
 
 
 def _project_lines(ctx: NoticeContext) -> list[str]:
@@ -63,31 +80,32 @@ def _block_entries(block: RuleBlock) -> list[str]:
     return [render_rule_entry(sized.rule).rstrip("\n") for sized in block.rules]
 
 
-def _refusal(block: RuleBlock, what: str) -> list[str]:
+def _refusal(block: RuleBlock, what: str, words: NoticeWords) -> list[str]:
     # §1 invariant 2: refuse with numbers, never truncate. Every rule is named with its size.
     lines = [
         f"{len(block.rules)} {what} come to {block.total} estimated tokens; the budget "
         f"(coreRulesBudgetTokens) is {block.budget}, {block.over_by} over. No rule text is "
-        "inlined: the notice refuses rather than clip. `chapters rule list` shows each text.",
+        f"inlined: the notice refuses rather than clip. {words.list_rules} shows each text.",
     ]
     for sized in block.rules:
         rule = sized.rule
         lines.append(f"- {rule.id} [{rule.category}] {sized.tokens} tokens")
     lines.append(f"Total: {block.total} tokens · budget: {block.budget} tokens.")
     lines.append(
-        "Next: `chapters rule revoke <id>` for rules this machine can do without, or split a "
-        "large category into smaller ones (add the parts with `chapters rule add`, approve "
+        f"Next: {words.revoke_rule} for rules this machine can do without, or split a "
+        f"large category into smaller ones (add the parts with {words.add_rule}, approve "
         "them, revoke the old rule)."
     )
     return lines
 
 
-def render_core_rules(selection: RuleSelection) -> list[str]:
+def render_core_rules(selection: RuleSelection,
+                      words: NoticeWords = NoticeWords()) -> list[str]:
     """The core section: every rule core on this machine, verbatim, or the refusal."""
     core = selection.core
     if core.refused:
         lines = ["## Core rules: refused, over budget",
-                 *_refusal(core, "rules core on this machine")]
+                 *_refusal(core, "rules core on this machine", words)]
     else:
         lines = ["## Core rules (approved on this machine)", *_block_entries(core)]
     topic = selection.topic
@@ -95,7 +113,7 @@ def render_core_rules(selection: RuleSelection) -> list[str]:
         names = ", ".join(selection.matched_categories)
         if topic.refused:
             lines += ["", f"## Rules for this session's topics ({names}): refused, over budget",
-                      *_refusal(topic, "rules of the matching categories")]
+                      *_refusal(topic, "rules of the matching categories", words)]
         else:
             lines += [
                 "",
@@ -107,11 +125,12 @@ def render_core_rules(selection: RuleSelection) -> list[str]:
     return lines
 
 
-def render_category_index(selection: RuleSelection, store_dir: str) -> list[str]:
+def render_category_index(selection: RuleSelection, store_dir: str,
+                          words: NoticeWords = NoticeWords()) -> list[str]:
     lines = [
         "## Rule categories",
         "Load a category's rules when this session's topics overlap it: "
-        "`chapters rule list --category <name>`, or read the files beside its example.",
+        f"{words.list_category}, or read the files beside its example.",
     ]
     for cat in selection.categories:
         noun = "rule" if cat.count == 1 else "rules"
@@ -152,7 +171,7 @@ def _chapter_lines(ctx: NoticeContext, chapters: Sequence[Document], config: Con
         # Never silently: the count says what is left out, and where to find it.
         lines.append(
             f"The last {len(shown)} of {len(ordered)} are listed (noticeChapterLimit); "
-            f"`chapters list` shows every one."
+            f"{ctx.words.list_chapters} shows every one."
         )
     for doc in shown:
         head = f"- {doc.title}"
@@ -173,10 +192,11 @@ def _chapter_lines(ctx: NoticeContext, chapters: Sequence[Document], config: Con
 def _search_paragraph(ctx: NoticeContext) -> list[str]:
     return [
         "## Search",
-        "Before redoing past work, search it: `chapters search \"<query>\"` ranks every chapter "
+        f"Before redoing past work, search it: {ctx.words.search} ranks every chapter "
         "and rule of this project, from every machine, and prints `score | date | kind | title "
         "| path`; open a path with your read tool for the verbatim text. When the answer says "
-        "total is above shown, ask again with `--max-tokens N`. `chapters search --topic <topic>` "
+        f"total is above shown, ask again with {ctx.words.raise_budget}. "
+        f"{ctx.words.search_topic} "
         f"reads one whole topic shard; the shards are `{ctx.shard_dir}/<topic>.md`. The "
         "archive is plaintext memory (§9): verbatim, with only credentials redacted, by pattern.",
     ]
@@ -203,13 +223,13 @@ def assemble_notice(
     with_rules = rules is not None and not rules.empty
     sections: list[list[str]] = [["# Continuation notice", "", *_project_lines(ctx)]]
     if with_rules and rules is not None:
-        sections.append(render_core_rules(rules))
+        sections.append(render_core_rules(rules, ctx.words))
     if ctx.handoff.strip():
         sections.append(["## In flight", ctx.handoff.strip()])
     sections.append(_chapter_lines(ctx, chapters, config))
     sections.append(_search_paragraph(ctx))
     if with_rules and rules is not None:
-        sections.append(render_category_index(rules, ctx.store_dir))
+        sections.append(render_category_index(rules, ctx.store_dir, ctx.words))
     sections.append([_ancestry(ctx)])
     return "\n\n".join("\n".join(section) for section in sections) + "\n"
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 
-from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.errors import NextStep, UsageError
+from dsh_chapters_core.remote import key_namespace
 
-DERIVATIONS: tuple[str, ...] = ("remote", "path-derived", "override", "treedx")
+# A key's derivation: one of these, or the key namespace of the remote's provider (§2.3 as
+# amended 2026-09-21, e.g. a TreeDX remote's), which the caller declares.
+DERIVATIONS: tuple[str, ...] = ("remote", "path-derived", "override")
 
-_TREEDX_PREFIX = "treedx+"
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
 _SCP_FORM = re.compile(r"^(?P<host>[^/:]+):(?P<path>(?!//).*)$")
 
@@ -25,7 +28,7 @@ _SCP_FORM = re.compile(r"^(?P<host>[^/:]+):(?P<path>(?!//).*)$")
 class ProjectIdentity:
     project_key: str
     canonical: str  # the string the key was derived from (never holds a credential)
-    derivation: str  # one of DERIVATIONS
+    derivation: str  # one of DERIVATIONS, or a key namespace
 
 
 def _strip_credentials(rest: str) -> str:
@@ -36,21 +39,22 @@ def _strip_credentials(rest: str) -> str:
     return rest if at < 0 else rest[at + 1 :]
 
 
-def canonicalize_remote(url: str) -> str:
+def canonicalize_remote(url: str, *, namespaces: Collection[str] = ()) -> str:
     """§2.3 exactly: lowercase, strip the scheme, `git@host:org/repo` → `host/org/repo`,
     strip a trailing `/` and `.git`, keep the host (and port).
 
-    `treedx+https://host[:port]/repo` becomes `treedx/host[:port]/repo` (amendment 2026-09-21),
-    so a TreeDX service at a git-colliding URL is never the same pool.
+    A `<name>+<scheme>://host[:port]/repo` remote whose `<name>` is one of `namespaces` (key
+    namespaces the providers declare) becomes `<name>/host[:port]/repo` (amendment
+    2026-09-21), so a TreeDX service at a git-colliding URL is never the same pool.
     """
     text = url.strip()
     if not text:
         raise UsageError("the remote URL is empty",
                          hint="pass a remote such as github.com/org/repo")
     text = text.lower()
-    treedx = text.startswith(_TREEDX_PREFIX)
-    if treedx:
-        text = text[len(_TREEDX_PREFIX) :]
+    namespace = key_namespace(text, frozenset(namespaces))
+    if namespace:
+        text = text[len(namespace) + 1 :]
     scheme = _SCHEME.match(text)
     rest = text[scheme.end() :] if scheme else text
     # Credentials go first, before anything else looks at the string.
@@ -67,7 +71,7 @@ def canonicalize_remote(url: str) -> str:
         rest = trimmed
     if not rest:
         raise UsageError("the remote URL has no host or path", hint="pass host/org/repo")
-    return f"treedx/{rest}" if treedx else rest
+    return f"{namespace}/{rest}" if namespace else rest
 
 
 def _key(canonical: str) -> str:
@@ -75,7 +79,8 @@ def _key(canonical: str) -> str:
 
 
 def derive_project_key(
-    *, remote: str | None = None, path: str | None = None, override: str = ""
+    *, remote: str | None = None, path: str | None = None, override: str = "",
+    namespaces: Collection[str] = (),
 ) -> ProjectIdentity:
     """The §2.3 ladder: override, then the remote, then the absolute path (`path-derived`).
 
@@ -90,8 +95,8 @@ def derive_project_key(
             key = _key(chosen)
         return ProjectIdentity(project_key=key, canonical=chosen, derivation="override")
     if remote is not None and remote.strip():
-        canonical = canonicalize_remote(remote)
-        derivation = "treedx" if canonical.startswith("treedx/") else "remote"
+        canonical = canonicalize_remote(remote, namespaces=namespaces)
+        derivation = key_namespace(remote.lower(), frozenset(namespaces)) or "remote"
         return ProjectIdentity(project_key=_key(canonical), canonical=canonical,
                                derivation=derivation)
     if path is not None and path.strip():
@@ -101,7 +106,7 @@ def derive_project_key(
         return ProjectIdentity(project_key=_key(canonical), canonical=canonical,
                                derivation="path-derived")
     raise UsageError("no remote, path or override to derive a projectKey from",
-                     hint="pass --remote URL or --path DIR")
+                     step=NextStep.PASS_REMOTE_OR_PATH)
 
 
 def project_slug(identity: ProjectIdentity) -> str:

@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.errors import (
+    Argument,
+    ArgumentError,
+    ArgumentWords,
+    ChaptersError,
+    NextStep,
+    UsageError,
+    plain_argument,
+)
 from dsh_chapters_core.ports.search import ContainedTree
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -64,13 +72,13 @@ class LineSlice:
                 "totalLines": self.total_lines, "nextOffset": self.next_offset,
                 "capped": self.capped}
 
-    def text(self) -> str:
+    def text(self, words: ArgumentWords = plain_argument) -> str:
         end = self.offset + len(self.lines)
         head = f"{self.path}: lines {self.offset + 1}-{end} of {self.total_lines}"
         if self.capped:
             head += f" (capped at {self.limit} lines)"
         if self.next_offset is not None:
-            head += f"; next: --offset {self.next_offset}"
+            head += f"; next: {words(Argument.OFFSET, self.next_offset)}"
         width = len(str(max(end, 1)))
         body = [f"{n:>{width}}  {line}" for n, line in enumerate(self.lines, start=self.offset + 1)]
         return "\n".join((head, *body))
@@ -94,7 +102,7 @@ class Toc:
         entries = [{"line": e.line, "level": e.level, "title": e.title} for e in self.entries]
         return {"path": self.path, "totalLines": self.total_lines, "entries": entries}
 
-    def text(self) -> str:
+    def text(self, words: ArgumentWords = plain_argument) -> str:
         head = f"{self.path}: {self.total_lines} lines, {len(self.entries)} toc entries"
         rows = (f"{e.line:>6}  {'  ' * (e.level - 1)}{e.title}" for e in self.entries)
         return "\n".join((head, *rows))
@@ -114,11 +122,12 @@ class LineMatches:
                 "totalMatches": self.total_matches, "shown": len(self.matches),
                 "matches": [{"line": n, "text": t} for n, t in self.matches]}
 
-    def text(self) -> str:
+    def text(self, words: ArgumentWords = plain_argument) -> str:
         head = (f"{self.path}: {self.total_matches} lines match {self.query!r} "
                 f"(showing {len(self.matches)}) of {self.total_lines} lines")
         if len(self.matches) < self.total_matches:
-            head += f"; narrow the query or read with --offset {self.matches[-1][0]}"
+            head += ("; narrow the query or read with "
+                     f"{words(Argument.OFFSET, self.matches[-1][0])}")
         return "\n".join((head, *(f"{n:>6}  {t}" for n, t in self.matches)))
 
 
@@ -150,7 +159,7 @@ def resolve(ref: str, roots: Sequence[ReadRoot]) -> ResolvedFile:
     """The first root holding `ref` (a path, workspace- or root-relative, or a bare sha)."""
     ref = ref.strip()
     if not ref:
-        raise UsageError("no path or sha given", hint="chapters artifact <path|sha>")
+        raise UsageError("no path or sha given", step=NextStep.NAME_FILE)
     for root in roots:
         for path in _candidates(ref, root):
             if not path:
@@ -166,7 +175,7 @@ def resolve(ref: str, roots: Sequence[ReadRoot]) -> ResolvedFile:
             return ResolvedFile(root, path)
     searched = ", ".join(f"{r.name} ({r.directory})" for r in roots) or "no roots"
     raise ChaptersError(f"not found: {ref!r}; searched {len(roots)} roots: {searched}",
-                        hint="copy a path from `chapters search`, or pass the artifact's sha256")
+                        step=NextStep.COPY_SEARCH_PATH)
 
 
 def read_text(file: ResolvedFile) -> str:
@@ -176,8 +185,8 @@ def read_text(file: ResolvedFile) -> str:
 def _limit(limit: int | None, config: Config) -> tuple[int, bool]:
     wanted = config.artifact_read_default_lines if limit is None else limit
     if wanted < 1:
-        raise UsageError(f"--limit must be at least 1, got {wanted}",
-                         hint=f"the default is {config.artifact_read_default_lines}")
+        raise ArgumentError(Argument.LIMIT, f"must be at least 1, got {wanted}",
+                            hint=f"the default is {config.artifact_read_default_lines}")
     cap = config.artifact_read_max_lines
     return (cap, True) if wanted > cap else (wanted, False)
 
@@ -185,13 +194,13 @@ def _limit(limit: int | None, config: Config) -> tuple[int, bool]:
 def read_lines(text: str, *, path: str, config: Config, offset: int = 0,
                limit: int | None = None) -> LineSlice:
     if offset < 0:
-        raise UsageError(f"--offset must be 0 or more, got {offset}",
-                         hint="--offset 0 reads from the top")
+        raise ArgumentError(Argument.OFFSET, f"must be 0 or more, got {offset}",
+                            step=NextStep.READ_FROM_TOP)
     effective, capped = _limit(limit, config)
     lines = text.splitlines()
     if offset > len(lines):
-        raise UsageError(f"--offset {offset} is past the end: {path} has {len(lines)} lines",
-                         hint=f"use an offset below {len(lines)}")
+        raise ArgumentError(Argument.OFFSET, f"is past the end: {path} has {len(lines)} lines",
+                            value=offset, hint=f"use an offset below {len(lines)}")
     return LineSlice(path=path, offset=offset, lines=tuple(lines[offset:offset + effective]),
                      total_lines=len(lines), limit=effective, capped=capped)
 
@@ -223,7 +232,7 @@ def search_lines(text: str, query: str, *, path: str, config: Config,
     words = [w for w in query.casefold().split() if w]
     if not words:
         raise UsageError("artifact search needs words",
-                         hint="chapters artifact <ref> search <words>")
+                         step=NextStep.NAME_LINE_WORDS)
     effective, _ = _limit(limit, config)
     lines = text.splitlines()
     hits = [(n, line) for n, line in enumerate(lines, start=1)

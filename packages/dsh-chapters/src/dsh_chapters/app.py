@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from dsh_chapters_core.ports.clock import Clock
     from dsh_chapters_core.ports.harness import HarnessReader
     from dsh_chapters_core.ports.model import DrainLock, ModelDoor
+    from dsh_chapters_core.ports.search import DocumentReader
     from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
     from dsh_chapters_core.ports.transport import ProviderFactory
     from dsh_chapters_core.projectkey import ProjectIdentity
@@ -49,6 +50,17 @@ StatusContributor = Callable[["App"], StatusSection]
 
 
 @dataclass(frozen=True)
+class SessionFiles:
+    """What `chapters watch` knows of the built-in readers' session files: where each reader's
+    sessions live, and the harness adapter's own checks (built by the composition root)."""
+
+    roots: Mapping[str, Path]  # reader name -> the directory its sessions are written under
+    rollout_cwd: Callable[[str], str]  # a Codex rollout's working directory, from its header
+    same_directory: Callable[[str, str], bool]
+    read_head: Callable[[str], bytes]  # the head the readers sniff
+
+
+@dataclass(frozen=True)
 class Factories:
     """Adapters built on use, by the composition root (so the archive path never pays for the
     HTTP, git or MCP stacks, §1 invariant 1)."""
@@ -70,6 +82,12 @@ class Factories:
     document_check: Callable[[Config], Callable[[str, bytes], str]]
     store_quarantine: Callable[[App], list[tuple[str, str]]]
     reader_limits: Callable[[Config], AbstractContextManager[None]]
+    # The store's own frontmatter reader (the viewer's sessions page), the project config
+    # writer (`chapters link`) and the session files `chapters watch` follows: adapters, so
+    # built here and handed to the services, which import none (pyproject's contract).
+    document_reader: Callable[[], DocumentReader]
+    write_project_setting: Callable[[Path, str, str], Path]
+    session_files: Callable[[], SessionFiles]
 
 
 @dataclass

@@ -28,10 +28,20 @@ from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
 from dsh_chapters_fs.store import STORE_DIRNAME, FsChapterStore
 from dsh_chapters_fs.storelog import StoreLog
 from dsh_chapters_fs.tree import DirectoryTree
-from dsh_chapters_fs.workspace import PROJECT_CONFIG, find_workspace, project_remote
+from dsh_chapters_fs.workspace import (
+    PROJECT_CONFIG,
+    find_workspace,
+    project_remote,
+    set_project_setting,
+)
 
-from dsh_chapters.app import MIRROR_DIRNAME, App, Factories, StatusContributor
-from dsh_chapters.plugins import LazyPlugins, load_harness_readers, load_provider_factories
+from dsh_chapters.app import MIRROR_DIRNAME, App, Factories, SessionFiles, StatusContributor
+from dsh_chapters.plugins import (
+    KEY_NAMESPACES,
+    LazyPlugins,
+    load_harness_readers,
+    load_provider_factories,
+)
 
 if TYPE_CHECKING:
     # Annotations only: every command composes the App, and most never touch these ports.
@@ -41,6 +51,7 @@ if TYPE_CHECKING:
     from dsh_chapters_core.ports.clock import Clock
     from dsh_chapters_core.ports.harness import HarnessReader
     from dsh_chapters_core.ports.model import DrainLock, ModelDoor
+    from dsh_chapters_core.ports.search import DocumentReader
     from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
     from dsh_chapters_core.ports.transport import ProviderFactory
     from dsh_chapters_harness.dsh_install import DshInstaller
@@ -82,7 +93,7 @@ def bootstrap(
         config, origins = loaded.config, loaded.origins
     # §2.3: a configured projectKey wins, then the git remote, then the path (flagged).
     identity = derive_project_key(remote=project_remote(workspace), path=str(workspace),
-                                  override=config.project_key)
+                                  override=config.project_key, namespaces=KEY_NAMESPACES)
     return App(
         workspace=workspace,
         store_root=store_root,
@@ -272,6 +283,25 @@ def status_sections() -> tuple[StatusContributor, ...]:
             status.quarantine_section, status.search_section, status.enrich_section)
 
 
+def document_reader() -> DocumentReader:
+    """The store's frontmatter reader: the core's JSON lines fast, anything else as YAML."""
+    return FrontmatterReader()
+
+
+def session_files() -> SessionFiles:
+    """Where the built-in readers' sessions live (a plugin's reader is archived by its
+    discover() but not watched: its folders are its own). Imported on use: only `watch`."""
+    from dsh_chapters_harness.claude_code import claude_config_dir
+    from dsh_chapters_harness.codex import codex_home, rollout_cwd
+    from dsh_chapters_harness.discovery import read_head, same_directory
+
+    roots = {"claude-code": claude_config_dir() / "projects",
+             "codex": codex_home() / "sessions",
+             "dsh": Path.home() / ".dsh" / "sessions"}
+    return SessionFiles(roots=roots, rollout_cwd=rollout_cwd, same_directory=same_directory,
+                        read_head=read_head)
+
+
 # The factories every App carries.
 FACTORIES = Factories(
     open_search=open_search,
@@ -287,6 +317,9 @@ FACTORIES = Factories(
     document_check=document_check,
     store_quarantine=store_quarantine,
     reader_limits=reader_limits,
+    document_reader=document_reader,
+    write_project_setting=set_project_setting,
+    session_files=session_files,
 )
 
 __all__ = ["App", "bootstrap", "default_harness_id", "enrichment_lock", "find_workspace"]

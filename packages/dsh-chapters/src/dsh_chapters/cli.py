@@ -16,6 +16,7 @@ from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from dsh_chapters.commands import COMMANDS, FAMILIES, build_parser
 from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.present import error_text
 
 __all__ = ["COMMANDS", "FAMILIES", "Invocation", "build_parser", "main"]
 
@@ -34,10 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         inv = Invocation(cwd=cwd, json=bool(getattr(args, "json", False)), env=dict(os.environ))
         return int(args.run(args, inv))
     except UsageError as exc:
-        sys.stderr.write(f"chapters: {exc}\n")
+        sys.stderr.write(f"chapters: {error_text(exc)}\n")
         return 2
     except ChaptersError as exc:
-        sys.stderr.write(f"chapters: {exc}\n")
+        sys.stderr.write(f"chapters: {error_text(exc)}\n")
         return 1
     except KeyboardInterrupt:
         return 130

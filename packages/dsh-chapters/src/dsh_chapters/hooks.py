@@ -42,6 +42,7 @@ from dsh_chapters_core.redact import redact
 from dsh_chapters_core.sync import read_sync_state
 
 from dsh_chapters.app import App
+from dsh_chapters.present import error_text
 from dsh_chapters.services import pool as knowledge_pool
 from dsh_chapters.services.agents import record_agent_session
 from dsh_chapters.services.archive import archive_and_log, read_transcript, sync_point
@@ -343,7 +344,7 @@ def run_bounded(work: Callable[[], _V], seconds: float) -> Bounded[_V]:
 
 def safe_message(app: App | None, exc: BaseException) -> str:
     """An error for the log: credential patterns redacted and the pool's token never echoed."""
-    text = str(exc) if isinstance(exc, ChaptersError) else f"{type(exc).__name__}: {exc}"
+    text = error_text(exc) if isinstance(exc, ChaptersError) else f"{type(exc).__name__}: {exc}"
     text = redact(text).text
     if app is not None:
         token = app.credentials.read(app.identity.project_key)

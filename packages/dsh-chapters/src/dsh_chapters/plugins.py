@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.remote import parse_remote
 
 if TYPE_CHECKING:
     # Loaded with the plugins, not with the module: every command composes the App, and one
@@ -112,12 +113,19 @@ class LazyPlugins(Mapping[str, P]):
 
 # Pick-and-mix installs (README): a remote whose provider ships in a package that is not
 # installed names that package, instead of the generic "no installed provider" refusal.
-# (provider name, the remotes it serves, the package that ships it)
+# (provider name, the schemes its factory declares, the package that ships it); the
+# providers' own declarations are checked against these rows by the tests.
 PROVIDER_PACKAGES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("treedx", ("treedx+",), "dsh-chapters-treedx"),
-    ("folder", ("folder+",), "dsh-chapters-folder"),
-    ("git", ("https://", "http://", "file://", "/", "~", "."), "dsh-chapters-git"),
+    ("treedx", ("treedx+https", "treedx+http"), "dsh-chapters-treedx"),
+    ("folder", ("folder",), "dsh-chapters-folder"),
+    ("git", ("file", "http", "https"), "dsh-chapters-git"),
 )
+# §2.3 as amended 2026-09-21: a compound scheme's `<name>+` is a projectKey namespace
+# (`treedx/host/repo`). Read from the table, not from the installed plugins: a key must be the
+# same on a machine that lacks the provider, and composing the App loads no plugin.
+KEY_NAMESPACES: frozenset[str] = frozenset(
+    scheme.split("+", 1)[0] for _, schemes, _ in PROVIDER_PACKAGES for scheme in schemes
+    if "+" in scheme)
 READER_PACKAGES: dict[str, str] = {
     "dsh": "dsh-chapters-harness",
     "claude-code": "dsh-chapters-harness",
@@ -131,9 +139,10 @@ def missing_provider_error(remote: str,
     """The refusal for a remote whose provider package is absent; None if it is installed
     (or the scheme is nobody's we know), so the caller's own refusal stands."""
     installed = sorted(f.name for f in factories)
-    for name, prefixes, package in PROVIDER_PACKAGES:
-        if remote.startswith(prefixes) and name not in installed:
-            scheme = prefixes[0] if prefixes[0].endswith("+") else "a local path or https://"
+    parsed = parse_remote(remote)
+    for name, schemes, package in PROVIDER_PACKAGES:
+        if parsed.scheme in schemes and name not in installed:
+            scheme = "a local path or https://" if "file" in schemes else f"{name}+"
             return UsageError(
                 f"the remote {remote!r} needs the {name} provider ({scheme}), from the package "
                 f"{package}, which is not installed (installed providers: "

@@ -1,13 +1,87 @@
 """CLI wording: the text a terminal user reads for the services' results.
 
 The services return data; each caller words it (STYLE.md, "wording belongs to each caller").
+The core names no command or flag: its errors carry a `NextStep` code and an `Argument` code,
+and this module is where they become `chapters …` commands and `--flags` (the MCP server words
+the same codes as its tools and their arguments).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dsh_chapters_core.archive import ArchivedChapter, ArchiveReport
+from dsh_chapters_core.errors import Argument, ArgumentError, ChaptersError, NextStep
+from dsh_chapters_core.notice import NoticeWords
+
+_FLAGS: Mapping[Argument, str] = {
+    Argument.MAX_TOKENS: "--max-tokens",
+    Argument.OFFSET: "--offset",
+    Argument.LIMIT: "--limit",
+    Argument.TOPIC: "--topic",
+}
+
+
+def cli_argument(argument: Argument, value: int | None = None) -> str:
+    """An argument as the CLI takes it: `--max-tokens`, `--offset 200`."""
+    flag = _FLAGS[argument]
+    return flag if value is None else f"{flag} {value}"
+
+
+# Each next step as the CLI says it; `{name}` fields come from the error's data.
+_STEPS: Mapping[NextStep, str] = {
+    NextStep.REPAIR_UNSAFE_FILE: "replace it with the regular file it should be, or remove it "
+                                 "(`chapters doctor` lists every such file)",
+    NextStep.PASS_REMOTE_OR_PATH: "pass --remote URL or --path DIR",
+    NextStep.NAME_FILE: "chapters artifact <path|sha>",
+    NextStep.COPY_SEARCH_PATH: "copy a path from `chapters search`, or pass the artifact's sha256",
+    NextStep.READ_FROM_TOP: f"{cli_argument(Argument.OFFSET, 0)} reads from the top",
+    NextStep.NAME_LINE_WORDS: "chapters artifact <ref> search <words>",
+    NextStep.PROPOSE_RULE_OR_SYNC: 'propose one with `chapters rule add <category> "<text>"`, '
+                                   "or `chapters sync`",
+    NextStep.LIST_ALL_RULES: "run `chapters rule list --all` to see every id",
+    NextStep.RAISE_MAX_TOKENS: f"ask again with {cli_argument(Argument.MAX_TOKENS)} {{needed}} "
+                               "or more",
+    NextStep.PASS_QUERY_OR_TOPIC: "pass words to search for, or "
+                                  f"{cli_argument(Argument.TOPIC)} <name>",
+    NextStep.NAME_TWO_TOPICS: "chapters topic merge auth authentication",
+    NextStep.LINK_POOL: "run `chapters link <path>` or `chapters link <https-url> <token>`",
+    NextStep.USE_PROVIDER_SCHEME: "use a local path, an https:// URL or treedx+<url>/<repo>",
+}
+
+
+def step_text(step: NextStep, data: Mapping[str, int | str]) -> str:
+    return _STEPS[step].format_map(data)
+
+
+def hint_text(exc: ChaptersError) -> str:
+    """The error's next step in CLI words ("" when it has none)."""
+    if exc.hint or exc.step is None:
+        return exc.hint
+    return step_text(exc.step, exc.data)
+
+
+def error_text(exc: ChaptersError) -> str:
+    """What `chapters` prints after `chapters: `: the message, then `next:` and the step."""
+    message = exc.worded(cli_argument) if isinstance(exc, ArgumentError) else exc.message
+    hint = hint_text(exc)
+    return f"{message}\n  next: {hint}" if hint else message
+
+
+# The notice tells an agent how to reach each door through the CLI (§7.3).
+NOTICE_WORDS = NoticeWords(
+    list_rules="`chapters rule list`",
+    list_category="`chapters rule list --category <name>`",
+    revoke_rule="`chapters rule revoke <id>`",
+    add_rule="`chapters rule add`",
+    list_chapters="`chapters list`",
+    search='`chapters search "<query>"`',
+    raise_budget="`--max-tokens N`",
+    search_topic="`chapters search --topic <topic>`",
+)
+SYNC_NOW = "`chapters sync`"  # a deferred push, delivered now (`chapters status`)
+BUILD_INDEX = "`chapters index`"  # no search index yet (`chapters status`)
+MANUAL_DRAIN = "chapters enrich run"  # why a drain ran when asked (`chapters enrich run --json`)
 
 
 def _pairs(pairs: Sequence[tuple[str, int]]) -> str:

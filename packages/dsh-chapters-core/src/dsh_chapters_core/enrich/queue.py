@@ -218,7 +218,8 @@ def drain_decision(
     if not state.queued:
         return DrainDecision(False, reason="the queue is empty")
     if cause is DrainCause.MANUAL:
-        return DrainDecision(True, None, reason="chapters enrich run")
+        # The caller words a drain it was asked for (the CLI: its command), so the code here.
+        return DrainDecision(True, None, reason=str(DrainCause.MANUAL))
     if config.enrichment_trigger not in _TRIGGERS[cause]:
         return DrainDecision(False, reason=f"enrichmentTrigger is {config.enrichment_trigger}")
     if cause is DrainCause.AFTER_PUSH:

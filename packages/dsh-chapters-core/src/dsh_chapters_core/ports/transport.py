@@ -102,6 +102,12 @@ class ProviderContext:
 class ProviderFactory(Protocol):
     """What a `dsh_chapters.providers` entry point returns (plugin-facing, so runtime-checked).
 
+    `schemes` declares the remote schemes the provider owns, as `remote.parse_remote` names
+    them (fsspec's registry is the model): `("file", "http", "https")` for git, a compound
+    `("treedx+https", "treedx+http")`, `("folder",)` for `folder+<path>`. The composition root
+    resolves a remote's scheme to the one provider declaring it; `matches` then checks the
+    rest of the remote's shape (a TreeDX remote names a repository).
+
     Two optional class attributes, read with a False default:
     - `token_always_required`: `chapters link` refuses without a token, loopback included;
     - `link_resolves_pool`: `chapters link` opens the pool once (resolve-or-create), so a bad
@@ -109,6 +115,7 @@ class ProviderFactory(Protocol):
     """
 
     name: str
+    schemes: tuple[str, ...]
 
     def matches(self, remote: str) -> bool: ...
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dsh_chapters_core.errors import ChaptersError
+
 
 @dataclass(frozen=True, slots=True)
 class SearchFilters:
@@ -71,4 +73,9 @@ class Viewer(Protocol):
 
     def secrets(self) -> tuple[str, ...]:
         """Values that must never reach a page (the pool token), for the adapter's last check."""
+        ...
+
+    def next_step(self, error: ChaptersError) -> str:
+        """A failure's next step in the words of the person at the viewer ("" when none): the
+        core's errors carry a code, and the app that serves the page words it."""
         ...

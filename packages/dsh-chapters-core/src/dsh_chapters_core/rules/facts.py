@@ -15,7 +15,7 @@ from dsh_chapters_core.curation import (
     parse_facts,
 )
 from dsh_chapters_core.documents import Document, DocumentKind
-from dsh_chapters_core.errors import ChaptersError
+from dsh_chapters_core.errors import ChaptersError, NextStep
 from dsh_chapters_core.ports.rules import DocumentShelf
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.rules.model import (
@@ -163,12 +163,12 @@ def find_rule(rules: Sequence[Rule], rule_id: str) -> Rule:
     if not ids:
         raise ChaptersError(
             f"no rule {rule_id!r}: this store holds 0 rules",
-            hint='propose one with `chapters rule add <category> "<text>"`, or `chapters sync`',
+            step=NextStep.PROPOSE_RULE_OR_SYNC,
         )
     shown = ", ".join(nearest) if nearest else ", ".join(ids[:5])
     raise ChaptersError(
         f"no rule {rule_id!r} among {len(ids)} rules; nearest: {shown}",
-        hint="run `chapters rule list --all` to see every id",
+        step=NextStep.LIST_ALL_RULES,
     )
 
 

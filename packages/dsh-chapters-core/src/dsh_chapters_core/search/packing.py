@@ -17,7 +17,13 @@ from typing import Any
 
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.documents import DocumentKind
-from dsh_chapters_core.errors import RefusalError
+from dsh_chapters_core.errors import (
+    Argument,
+    ArgumentWords,
+    NextStep,
+    RefusalError,
+    plain_argument,
+)
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.scorer import ScoredEntry
 
@@ -65,7 +71,8 @@ class SearchAnswer:
             "status": str(self.status),
         }
 
-    def text(self) -> str:
+    def text(self, words: ArgumentWords = plain_argument) -> str:
+        """The answer's lines; `words` names the budget argument in the caller's terms."""
         if self.status is AnswerStatus.EMPTY:
             return f"nothing here: the {self.door} holds no archive yet (status: empty)"
         if self.status is AnswerStatus.NO_MATCH:
@@ -78,7 +85,7 @@ class SearchAnswer:
             f"tokens · door: {self.door}"
         )
         if self.shown < self.total:
-            head += " · raise --max-tokens for more"
+            head += f" · raise {words(Argument.MAX_TOKENS, None)} for more"
         return "\n".join((head, *self.lines))
 
 
@@ -89,7 +96,7 @@ class SearchRefusal(RefusalError):
         super().__init__(
             f"search refused: the best match alone needs {needed} tokens, the budget is "
             f"{requested} tokens ({total} matches found, none shown)",
-            hint=f"ask again with --max-tokens {needed} or more",
+            step=NextStep.RAISE_MAX_TOKENS, data={"needed": needed},
         )
         self.needed = needed
         self.requested = requested

@@ -27,7 +27,7 @@ from dsh_chapters_core.curation import (
     make_fact,
 )
 from dsh_chapters_core.documents import Document
-from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.errors import Argument, ArgumentError, ChaptersError, NextStep, UsageError
 from dsh_chapters_core.ports.search import DerivedTree, DocumentReader, SearchCache
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.rules import RuleStatus, effective_statuses
@@ -208,10 +208,10 @@ class SearchService:
         """Rank in the first door that has a match; say which door answered."""
         max_tokens = request.max_tokens or self.config.search_default_max_tokens
         if max_tokens < 1:
-            raise UsageError(f"--max-tokens must be at least 1, got {max_tokens}",
-                             hint=f"the default is {self.config.search_default_max_tokens}")
+            raise ArgumentError(Argument.MAX_TOKENS, f"must be at least 1, got {max_tokens}",
+                                hint=f"the default is {self.config.search_default_max_tokens}")
         if not request.query.strip() and not request.topic.strip():
-            raise UsageError("empty query", hint='pass words to search for, or --topic <name>')
+            raise UsageError("empty query", step=NextStep.PASS_QUERY_OR_TOPIC)
         core = self._core_rule_ids()
         rankings: list[DoorRanking] = []
         for door in self.doors:
@@ -664,7 +664,7 @@ class SearchService:
         if not a or not b:
             raise UsageError(
                 f"topic merge needs two topic names with words, got {source!r} {target!r}",
-                hint="chapters topic merge auth authentication")
+                step=NextStep.NAME_TWO_TOPICS)
         if a == b:
             raise UsageError(f"topic merge: {a!r} and {b!r} are the same topic",
                              hint="name two different topics")
@@ -694,11 +694,12 @@ def read_search_status(tree: FileTree) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def status_line(tree: FileTree) -> str:
-    """One line for `chapters status`: shard count and vocabulary candidates per door."""
+def status_line(tree: FileTree, *, build_index: str) -> str:
+    """One line for `chapters status`: shard count and vocabulary candidates per door.
+    `build_index` is how the caller names the indexing step (the core names no command)."""
     status = read_search_status(tree)
     if not status:
-        return "search: no index yet (run `chapters index`)"
+        return f"search: no index yet (run {build_index})"
     parts = []
     for door in (DoorName.MIRROR, DoorName.STORE):
         s = status.get(str(door))

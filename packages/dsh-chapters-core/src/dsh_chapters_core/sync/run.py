@@ -14,12 +14,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.errors import ChaptersError, FailureCode, TransportError, UsageError
+from dsh_chapters_core.errors import (
+    ChaptersError,
+    FailureCode,
+    NextStep,
+    TransportError,
+    UsageError,
+)
 from dsh_chapters_core.pool_layout import PROJECT_FILE, project_manifest
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.store import FileTree, WriterLock
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderFactory
 from dsh_chapters_core.projectkey import ProjectIdentity, project_slug
+from dsh_chapters_core.remote import parse_remote
 from dsh_chapters_core.sync.copy import (
     CopyLimits,
     DocumentCheck,
@@ -55,9 +62,11 @@ def select_provider(
     if not remote:
         raise ChaptersError(
             "no knowledge pool is linked (local-only)",
-            hint="run `chapters link <path>` or `chapters link <https-url> <token>`",
+            step=NextStep.LINK_POOL,
         )
-    matching = [f for f in factories if f.matches(remote)]
+    # Resolve the scheme once, from what the providers declare (STYLE.md, after fsspec).
+    scheme = parse_remote(remote).scheme
+    matching = [f for f in factories if scheme in f.schemes and f.matches(remote)]
     installed = ", ".join(sorted(f.name for f in factories)) or "none"
     if policy != "auto":
         named = [f for f in factories if f.name == policy]
@@ -78,7 +87,8 @@ def select_provider(
     if not matching:
         raise UsageError(
             f"no installed provider takes the remote {remote!r} (installed: {installed})",
-            hint="use a local path, an https:// URL or treedx+<url>/<repo>",
+            step=NextStep.USE_PROVIDER_SCHEME,
+            data={"schemes": ", ".join(s for f in factories for s in f.schemes)},
         )
     if len(matching) > 1:
         names = ", ".join(sorted(f.name for f in matching))

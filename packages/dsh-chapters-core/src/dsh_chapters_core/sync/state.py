@@ -159,8 +159,10 @@ def write_sync_state(store_tree: FileTree, state: SyncState) -> None:
 STATUS_LABEL_WIDTH = 11  # `chapters status` aligns its values after an 11-column label
 
 
-def iter_pool_lines(report: SyncReport | None, pending: int, state: SyncState) -> Iterator[str]:
-    """The sync lines of `chapters status` (no I/O)."""
+def iter_pool_lines(report: SyncReport | None, pending: int, state: SyncState, *,
+                    sync_now: str = "a sync") -> Iterator[str]:
+    """The sync lines of `chapters status` (no I/O). `sync_now` is how the caller names a sync
+    it can run now (the core names no command)."""
     label, more = "sync".ljust(STATUS_LABEL_WIDTH), " " * STATUS_LABEL_WIDTH
     if report is None:
         yield f"{label}never synced · {pending} pending"
@@ -173,7 +175,7 @@ def iter_pool_lines(report: SyncReport | None, pending: int, state: SyncState) -
     if state.push_due_at:
         yield (
             f"{more}push deferred until {state.push_due_at} (syncDebounceMs); "
-            "`chapters sync` delivers it now"
+            f"{sync_now} delivers it now"
         )
 
 

@@ -24,6 +24,7 @@ from dsh_chapters_core.ports.transport import (
     PushResult,
     StageResult,
 )
+from dsh_chapters_core.remote import parse_remote
 
 
 class MemoryTree:
@@ -283,6 +284,9 @@ class FakeProvider:
         self.closed = True
 
 
+_SAMPLE = {":": "pool", "/": "pool", "+": "https://host/pool"}
+
+
 class FakeProviderFactory:
     """A `dsh_chapters.providers` plugin over in-memory pools, chosen by a remote prefix."""
 
@@ -291,9 +295,13 @@ class FakeProviderFactory:
         name: str = "fake",
         prefix: str = "fake:",
         pools: dict[str, InMemoryPool] | None = None,
+        schemes: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.prefix = prefix
+        # The schemes it declares: given, or the one its prefix starts (`fake:` → `fake`,
+        # `/` → `file`, `treedx+` → `treedx+https`), as `parse_remote` names them.
+        self.schemes = schemes or (parse_remote(prefix + _SAMPLE.get(prefix[-1:], "")).scheme,)
         self.pools = pools if pools is not None else {}
         self.created: list[ProviderContext] = []
         self.providers: dict[tuple[str, str], FakeProvider] = {}

@@ -21,6 +21,7 @@ from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters.app import App
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.hooks import HookPayload, after_archive, run_hook, safe_message
+from dsh_chapters.present import error_text
 from dsh_chapters.services.agents import AppArchive, project_line
 
 AGENTS = ("claude-code", "codex", "dsh")
@@ -75,7 +76,7 @@ def run_hook_command(args: argparse.Namespace, inv: Invocation) -> int:
     try:
         payload = HookPayload.parse(inv.stdin.read(), harness=args.agent)
     except ChaptersError as exc:
-        inv.stderr.write(f"chapters hook: {exc}\n")
+        inv.stderr.write(f"chapters hook: {error_text(exc)}\n")
         return 0  # never break the agent, not even over a payload we cannot read
     cwd = Path(payload.cwd) if payload.cwd and Path(payload.cwd).is_dir() else inv.cwd
     try:

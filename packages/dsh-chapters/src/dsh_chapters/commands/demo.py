@@ -24,6 +24,7 @@ from dsh_chapters_core.errors import ChaptersError
 
 from dsh_chapters.commands import build_parser
 from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.present import error_text
 
 SAMPLES = ("demo-session.jsonl", "demo-session-2.jsonl")
 DEMO_PROJECT = "github.com/ada/widgets"
@@ -50,7 +51,7 @@ class DemoMachine:
         try:
             code = int(args.run(args, inv))
         except ChaptersError as exc:
-            return 1, None, str(exc)
+            return 1, None, error_text(exc)
         text = out.getvalue().strip()
         return code, json.loads(text) if text else None, err.getvalue()
 

@@ -16,6 +16,7 @@ from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.redact import FAMILIES, Redaction, redact
 
 from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.plugins import KEY_NAMESPACES
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -38,7 +39,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def run_key(args: argparse.Namespace, inv: Invocation) -> int:
     if args.remote is not None:
-        identity = derive_project_key(remote=args.remote)
+        identity = derive_project_key(remote=args.remote, namespaces=KEY_NAMESPACES)
     elif args.path is not None:
         directory = (inv.cwd / args.path).resolve()
         if not directory.is_dir():

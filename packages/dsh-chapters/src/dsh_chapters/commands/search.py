@@ -19,6 +19,7 @@ from dsh_chapters_core.search.packing import AnswerStatus
 from dsh_chapters_core.search.service import SearchRequest
 
 from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.present import cli_argument
 from dsh_chapters.services.search import (
     EmptyQueryError,
     merge_topics,
@@ -43,7 +44,7 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
                 f"({report.update.manifest.documents} documents)\n"))
     except EmptyQueryError as exc:
         raise UsageError(exc.message, hint='chapters search "<query>" [--topic T]') from None
-    text = answer.text()
+    text = answer.text(cli_argument)
     if answer.status is AnswerStatus.EMPTY:
         text += "\n  next: archive a session first (`chapters archive <file>` or `chapters import`)"
     elif answer.status is AnswerStatus.NO_MATCH:
@@ -87,7 +88,8 @@ def run_artifact(args: argparse.Namespace, inv: Invocation) -> int:
                          hint="chapters artifact <path|sha> search <words>")
     page = read_artifact(inv.app, args.ref, ArtifactAction(action), query=" ".join(args.words),
                          offset=args.offset, limit=args.limit)
-    inv.emit({"root": page.found.root.name, **page.result.to_json()}, page.result.text())
+    inv.emit({"root": page.found.root.name, **page.result.to_json()},
+             page.result.text(cli_argument))
     return 0
 
 

@@ -40,8 +40,9 @@ class Finding:
     repaired: str = ""  # what --repair did
 
     def to_json(self) -> dict[str, str]:
-        return {"area": self.area, "code": self.code, "path": self.path, "detail": self.detail,
-                "repair": self.repair, "repaired": self.repaired}
+        from dsh_chapters.wire import to_json  # only `--json` pays for the converter
+
+        return to_json(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ in `.dsh-chapters/logs/enrich.log`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from dsh_chapters_core.enrich.run import DrainReport, Progress, drain, enqueue_a
 from dsh_chapters_core.errors import ChaptersError
 
 from dsh_chapters.app import App
+from dsh_chapters.present import MANUAL_DRAIN
 
 ENRICH_RUN_LOCK = "state/enrich-run.lock"  # one drain at a time
 ENRICH_IDLE_LOCK = "state/enrich-idle.lock"  # one idle waiter at a time
@@ -147,10 +149,15 @@ def run_drain(app: App, cause: DrainCause, progress: Progress | None = None) -> 
             pid = lock.holder_pid()
             reason = f"another drain (pid {pid or '?'}) is running"
             return DrainReport(DrainDecision(False, reason=reason), route_of(app))
-        return drain(store=app.store, store_tree=app.store_tree, lock=app.lock, clock=app.clock,
-                     config=app.config,
-                     open_door=lambda route: app.factories.model_door(app, route),
-                     harness_id=app.harness_id, cause=cause, progress=progress)
+        report = drain(store=app.store, store_tree=app.store_tree, lock=app.lock,
+                       clock=app.clock, config=app.config,
+                       open_door=lambda route: app.factories.model_door(app, route),
+                       harness_id=app.harness_id, cause=cause, progress=progress)
+    if report.decision.run and cause is DrainCause.MANUAL:
+        # The core says only that the drain was asked for; the CLI names the command that did.
+        report = dataclasses.replace(
+            report, decision=dataclasses.replace(report.decision, reason=MANUAL_DRAIN))
+    return report
 
 
 def _seconds_until(due_at: str, now: str) -> float:

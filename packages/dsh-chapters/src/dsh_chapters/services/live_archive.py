@@ -12,29 +12,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsh_chapters_core.archive import ArchiveReport
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.sync import PushDecision
-from dsh_chapters_harness.claude_code import claude_config_dir
-from dsh_chapters_harness.codex import codex_home, rollout_cwd
-from dsh_chapters_harness.discovery import read_head, same_directory
 
-from dsh_chapters.app import App
+from dsh_chapters.app import App, SessionFiles
 from dsh_chapters.services import pool as knowledge_pool
 from dsh_chapters.services.archive import archive_and_log, sync_point
 from dsh_chapters.services.finality import is_finished
-
-# Where each built-in reader's sessions live (a plugin's reader is archived by its discover()
-# but not watched: its folders are its own).
-WATCH_ROOTS: Mapping[str, Callable[[], Path]] = {
-    "claude-code": lambda: claude_config_dir() / "projects",
-    "codex": lambda: codex_home() / "sessions",
-    "dsh": lambda: Path.home() / ".dsh" / "sessions",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +49,14 @@ class LiveArchive:
     foreign: set[str] = field(default_factory=set)  # seen under a root, another project's
     push_pending: bool = False
 
+    def _files(self) -> SessionFiles:
+        """Where each built-in reader's sessions live, and the harness adapter's checks (the
+        composition root builds them; a plugin's reader is archived, not watched)."""
+        return self.app.factories.session_files()
+
     def roots(self) -> list[Path]:
-        return [WATCH_ROOTS[name]() for name in self.harnesses if name in WATCH_ROOTS]
+        roots = self._files().roots
+        return [roots[name] for name in self.harnesses if name in roots]
 
     def discover(self) -> None:
         """This project's session files, per reader (a new file joins at the next call)."""
@@ -77,14 +72,15 @@ class LiveArchive:
         if not new:
             return
         workspace = str(self.app.workspace)
-        by_root = {name: WATCH_ROOTS[name]() for name in self.harnesses if name in WATCH_ROOTS}
+        files = self._files()
+        by_root = {name: files.roots[name] for name in self.harnesses if name in files.roots}
         rediscover = set()
         for path in new:
             owner = next((n for n, root in by_root.items() if Path(path).is_relative_to(root)),
                          None)
             if owner == "codex":
-                cwd = rollout_cwd(path)
-                if same_directory(cwd, workspace):
+                cwd = files.rollout_cwd(path)
+                if files.same_directory(cwd, workspace):
                     self.files[path] = owner
                 elif cwd:  # no header yet: asked again at the file's next write
                     self.foreign.add(path)
@@ -95,7 +91,8 @@ class LiveArchive:
             for path in new:
                 if path in found:
                     self.files.setdefault(path, name)
-                elif Path(path).is_relative_to(by_root[name]) and _has_first_line(path):
+                elif Path(path).is_relative_to(by_root[name]) and \
+                        b"\n" in files.read_head(path):  # header written, yet not claimed
                     self.foreign.add(path)
 
     def pass_over(self, changed: Iterable[str] | None = None) -> list[Archived]:
@@ -136,11 +133,6 @@ class LiveArchive:
             return Archived(harness, path, archive_and_log(self.app, transcript, final=final))
         except ChaptersError as exc:  # one unreadable file never stops the watcher
             return Archived(harness, path, error=exc.message)
-
-
-def _has_first_line(path: str) -> bool:
-    """A file whose header is written: a reader that did not claim it never will."""
-    return b"\n" in read_head(path)  # the head the readers sniff (HEAD_BYTES)
 
 
 def _stat(path: str) -> tuple[int, float] | None:

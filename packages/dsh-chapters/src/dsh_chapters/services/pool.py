@@ -7,18 +7,16 @@ workspace edits a user expects of the first sync: `.dsh-knowledge/` in `.gitigno
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from dsh_chapters_core.errors import ChaptersError, FailureCode, TransportError, UsageError
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext, ProviderFactory
+from dsh_chapters_core.remote import LOCAL_SCHEME, is_loopback_host, parse_remote
 from dsh_chapters_core.search.index import MANIFEST_PATH
 from dsh_chapters_core.search.service import DoorName, derived_files
 from dsh_chapters_core.sync import (
@@ -34,14 +32,13 @@ from dsh_chapters_core.sync import (
     select_provider,
     sync,
 )
-from dsh_chapters_fs.workspace import set_project_setting
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
+from dsh_chapters.present import SYNC_NOW, hint_text
 from dsh_chapters.services import enrich, search
 
 GITIGNORE_ENTRIES = (f"{MIRROR_DIRNAME}/", f"{MIRROR_DIRNAME}.*/")
 GITIGNORE_STATE = "state/gitignore.json"  # records that the hint was written (so: once)
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 # What to do next, per failure code (§5.3; amendment 2026-09-21: auth surfaces a re-link).
 NEXT_STEP: dict[str, str] = {
@@ -59,46 +56,15 @@ NEXT_STEP: dict[str, str] = {
 # Remotes and tokens (§2.1)
 
 
-def is_local_remote(remote: str) -> bool:
-    """A local-path pool: no scheme (an absolute path, `./x`, `~/x`) or `file://`."""
-    return "://" not in remote or remote.startswith("file://")
-
-
-def _url_of(remote: str) -> str:
-    """The URL inside a `<provider>+<url>` remote (`treedx+https://h/r` → `https://h/r`)."""
-    scheme = remote.split("://", 1)[0]
-    return remote.split("+", 1)[1] if "+" in scheme else remote
-
-
-def remote_host(remote: str) -> str:
-    """The host of a network remote, "" for a local path."""
-    if is_local_remote(remote):
-        return ""
-    return (urlsplit(_url_of(remote)).hostname or "").lower()
-
-
-def is_loopback_host(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-# `<provider>+<path>` (a plugin's directory pool, e.g. `folder+~/Sync/pool`): the path part.
-_SCHEMED_PATH = re.compile(r"^([a-z][a-z0-9-]*)\+([/~.].*)$")
-
-
 def normalize_remote(remote: str, cwd: Path) -> str:
     """A local path becomes absolute (the config outlives the shell's cwd); URLs stay."""
-    schemed = _SCHEMED_PATH.match(remote)
-    if schemed and "://" not in remote:
-        return f"{schemed.group(1)}+{normalize_remote(schemed.group(2), cwd)}"
-    if is_local_remote(remote):
-        path = remote[len("file://") :] if remote.startswith("file://") else remote
-        return str((cwd / Path(path).expanduser()).resolve())
-    return remote
+    parsed = parse_remote(remote)
+    if parsed.url:
+        return remote
+    if parsed.is_local and parsed.scheme != LOCAL_SCHEME:  # `<name>+<path>`: its path part
+        return f"{parsed.scheme}+{normalize_remote(parsed.path, cwd)}"
+    path = parsed.path if parsed.is_local else remote
+    return str((cwd / Path(path).expanduser()).resolve())
 
 
 def check_token_rules(remote: str, token: str | None, *, always: bool = False) -> None:
@@ -110,20 +76,20 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
             f"a {remote.split('+', 1)[0]} pool always needs a token, on loopback too",
             hint=f"run `chapters link {remote} <token>`",
         )
-    if is_local_remote(remote):
+    parsed = parse_remote(remote)
+    if not parsed.url:
         if token:
             raise UsageError(
                 "a local-path pool takes no token",
                 hint="run `chapters link <path>` without a token",
             )
         return
-    parts = urlsplit(_url_of(remote))
-    if parts.username or parts.password:
+    if parsed.has_credentials:
         raise UsageError(
             "the pool URL carries credentials; they would be stored in plain text",
             hint="pass the URL without `user:token@` and the token as the second argument",
         )
-    host = remote_host(remote)
+    host = parsed.host
     if not host:
         raise UsageError(
             f"the pool URL {remote!r} has no host", hint="pass https://host/org/repo.git"
@@ -133,7 +99,7 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
             f"{host} is a network host: a pool there needs a token",
             hint="run `chapters link <https-url> <token>` (loopback hosts need none)",
         )
-    if parts.scheme == "http" and not is_loopback_host(host):
+    if parsed.url_scheme == "http" and not is_loopback_host(host):
         raise UsageError(
             f"http:// to {host} would send the token in clear text", hint="use an https:// URL"
         )
@@ -273,7 +239,7 @@ def before_archive(app: App) -> SyncReport | SyncRefused | None:
     try:
         return run_sync(app, SyncMode.PULL)
     except ChaptersError as exc:
-        return SyncRefused(exc.message, exc.hint)
+        return SyncRefused(exc.message, hint_text(exc))
 
 
 SyncPointOutcome = SyncReport | PushDecision | SyncRefused | None
@@ -293,7 +259,7 @@ def after_archive(app: App) -> SyncPointOutcome:
             run_push=lambda: run_sync(app, SyncMode.PUSH),
         )
     except ChaptersError as exc:
-        return SyncRefused(exc.message, exc.hint)
+        return SyncRefused(exc.message, hint_text(exc))
     # §6.2: a completed push is an enrichment trigger; the drain runs detached, never here.
     _after_push(app, outcome)
     return outcome
@@ -346,15 +312,9 @@ class LinkResult:
     mirror_removed: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "remote": self.remote,
-            "provider": self.provider,
-            "projectKey": self.project_key,
-            "configFile": self.config_file,
-            "tokenStored": self.token_stored,
-            "previous": self.previous,
-            "mirrorRemoved": self.mirror_removed,
-        }
+        from dsh_chapters.wire import to_json  # only `--json` pays for the converter
+
+        return to_json(self)
 
 
 def link_pool(
@@ -386,7 +346,7 @@ def link_pool(
         app.store_tree.write(STATE_PATH, SyncState().to_bytes())
     if getattr(factory, "link_resolves_pool", False):
         _resolve_pool_at_link(app, target)
-    config_file = set_project_setting(store_root, "knowledgeRemote", target)
+    config_file = app.factories.write_project_setting(store_root, "knowledgeRemote", target)
     return LinkResult(
         remote=target,
         provider=factory.name,
@@ -453,7 +413,8 @@ class PoolStatus:
         }
 
     def lines(self) -> Iterator[str]:
-        yield from iter_pool_lines(self.state.report, self.pending, self.state)
+        yield from iter_pool_lines(self.state.report, self.pending, self.state,
+                                   sync_now=SYNC_NOW)
 
 
 def pool_status(app: App) -> PoolStatus:

@@ -26,8 +26,9 @@ class QuarantineRow:
     commit: str = ""  # the pool head at which copy-in found it
 
     def to_json(self) -> dict[str, str]:
-        return {"where": self.where, "path": self.path, "reason": self.reason,
-                "code": self.code, "commit": self.commit}
+        from dsh_chapters.wire import to_json  # only `--json` pays for the converter
+
+        return to_json(self)
 
 
 def quarantined(app: App) -> list[QuarantineRow]:

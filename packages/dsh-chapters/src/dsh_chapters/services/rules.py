@@ -26,6 +26,7 @@ from dsh_chapters_core.rules import (
 )
 
 from dsh_chapters.app import App
+from dsh_chapters.present import NOTICE_WORDS
 
 MIRROR_INDEX = "index"  # the pool's derived shards (§10.2), relative to the mirror
 
@@ -79,6 +80,7 @@ def notice_context(
         handoff=handoff,
         store_dir=store_dir,
         shard_dir=shard_dir,
+        words=NOTICE_WORDS,
     )
 
 

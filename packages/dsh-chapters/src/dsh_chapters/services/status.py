@@ -10,6 +10,7 @@ from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.search.service import read_search_status, status_line
 
 from dsh_chapters.app import App, StatusSection
+from dsh_chapters.present import BUILD_INDEX
 from dsh_chapters.services import enrich, pool, quarantine
 from dsh_chapters.services.library import chapters
 
@@ -73,7 +74,7 @@ def quarantine_section(app: App) -> StatusSection:
 def search_section(app: App) -> StatusSection:
     """Shard count and vocabulary candidates per door (as of the last refresh)."""
     return StatusSection("search", read_search_status(app.store_tree),
-                         [status_line(app.store_tree)])
+                         [status_line(app.store_tree, build_index=BUILD_INDEX)])
 
 
 def enrich_section(app: App) -> StatusSection:

@@ -26,6 +26,7 @@ from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.pool_layout import PoolFileKind, to_store
+from dsh_chapters_core.ports.search import DocumentReader
 from dsh_chapters_core.ports.viewer import SearchFilters
 from dsh_chapters_core.reading import read_text, resolve
 from dsh_chapters_core.rules import (
@@ -45,10 +46,9 @@ from dsh_chapters_core.search.packing import AnswerStatus, SearchAnswer, pack_re
 from dsh_chapters_core.search.scorer import ScoredEntry
 from dsh_chapters_core.search.service import DoorName, SearchRequest, SearchService
 from dsh_chapters_core.search.vocabulary import vocabulary_candidates
-from dsh_chapters_fs.search_tree import FrontmatterReader
-from dsh_chapters_fs.store import STORE_DIRNAME
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
+from dsh_chapters.present import cli_argument, hint_text
 from dsh_chapters.services import pool as knowledge_pool
 from dsh_chapters.services.rules import notice, provenance, rules_here, set_status
 
@@ -218,8 +218,8 @@ class _ChapterHeads:
     """The sessions page's view of each chapter's frontmatter, re-read only when the file's
     stat changed: listing a 10k store is a directory walk, not 10k YAML parses."""
 
+    reader: DocumentReader  # the store's own (the composition root builds it)
     seen: dict[str, tuple[int, int, Document | None]] = field(default_factory=dict)
-    reader: FrontmatterReader = field(default_factory=FrontmatterReader)
     guard: threading.Lock = field(default_factory=threading.Lock)
 
     def document(self, file: str, path: str, st: os.stat_result) -> Document | None:
@@ -294,7 +294,7 @@ class AppViewer:
     search_max_tokens: int = 0
     refresh_interval_s: float = 0.0
     _core_rules: _CoreRuleCache = field(init=False)
-    _heads: _ChapterHeads = field(default_factory=_ChapterHeads, init=False)
+    _heads: _ChapterHeads = field(init=False)
     _refreshed: threading.Event = field(default_factory=threading.Event, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -305,6 +305,7 @@ class AppViewer:
 
     def __post_init__(self) -> None:
         self._core_rules = _CoreRuleCache(self.app)
+        self._heads = _ChapterHeads(self.app.factories.document_reader())
 
     # -- the index, kept current -----------------------------------------------------------
 
@@ -468,7 +469,7 @@ class AppViewer:
         data["filters"] = {"kind": filters.kind, "topic": filters.topic,
                            "machine": filters.machine, "since": filters.since,
                            "until": filters.until, "crossProject": filters.cross_project}
-        data["text"] = answer.text()
+        data["text"] = answer.text(cli_argument)
         return data
 
     # -- rules ---------------------------------------------------------------------------------
@@ -533,7 +534,7 @@ class AppViewer:
             for door in service.doors:
                 service.refresh(door)
         return {"fact": {"type": str(fact.type), **dict(fact.fields), "author": fact.author,
-                         "at": fact.at}, "path": f"{STORE_DIRNAME}/{edits_path(app.harness_id)}"}
+                         "at": fact.at}, "path": f"{app.store_dir()}/{edits_path(app.harness_id)}"}
 
     # -- the pool ------------------------------------------------------------------------------
 
@@ -552,7 +553,7 @@ class AppViewer:
         try:
             report = knowledge_pool.run_sync(self.app)
         except ChaptersError as exc:  # nothing linked, or a refused remote: say so, keep going
-            return {"ok": False, "error": exc.message, "next": exc.hint}
+            return {"ok": False, "error": exc.message, "next": hint_text(exc)}
         data = report.to_json()
         data["ok"] = report.ok
         data["line"] = report.line()
@@ -564,3 +565,7 @@ class AppViewer:
     def secrets(self) -> tuple[str, ...]:
         token = self.app.credentials.read(self.app.identity.project_key)
         return (token,) if token else ()
+
+    def next_step(self, error: ChaptersError) -> str:
+        # `chapters serve` runs from a terminal, so its pages word next steps as the CLI does.
+        return hint_text(error)
