@@ -116,6 +116,8 @@ class FaultProxy:
         self.stall_s = stall_s
         self.retry_after_s = retry_after_s
         self.fault: str | None = None
+        self.only = ""  # break only requests whose start line holds this ("" = every one)
+        self.times = 0  # break at most this many answers (0 = no limit)
         self.port = 0
         self.faulted = 0  # answers this proxy broke on purpose
         self.errors: list[str] = []  # unexpected proxy failures: a test asserts none
@@ -128,14 +130,17 @@ class FaultProxy:
         self._listen()
 
     # --- switches ------------------------------------------------------------------------
-    def inject(self, fault: str) -> None:
+    def inject(self, fault: str, *, only: str = "", times: int = 0) -> None:
+        """Break answers with `fault`; with `only`, just the requests whose start line holds
+        it (a push, not the pull before it), at most `times` of them when `times` > 0."""
         assert fault in FAULTS, fault
-        self.fault = fault
+        assert not (fault == "refused" and only), "a refused port refuses every request"
+        self.fault, self.only, self.times = fault, only, times
         if fault == "refused":
             self._close_listener()
 
     def clear(self) -> None:
-        self.fault = None
+        self.fault, self.only, self.times = None, "", 0
         if self._listener is None:
             self._listen()
 
@@ -212,7 +217,7 @@ class FaultProxy:
                     request = _Reader(client).message(to_eof=False)
                 except (OSError, ConnectionError, ValueError):
                     return  # the client gave up first: nothing to answer
-                fault = self.fault
+                fault = self._take(request.head[0])
                 canned = self._canned(fault)
                 if canned is not None:
                     self.faulted += 1
@@ -228,6 +233,18 @@ class FaultProxy:
         finally:
             with self._guard:
                 self._workers.discard(threading.current_thread())
+
+    def _take(self, start_line: str) -> str | None:
+        """The fault this request gets (None: pass it through), counting a limited fault."""
+        with self._guard:
+            fault = self.fault
+            if fault is None or (self.only and self.only not in start_line):
+                return None
+            if self.times:
+                self.times -= 1
+                if self.times == 0:
+                    self.fault = None
+            return fault
 
     def _forward(self, request: _Message) -> _Message | None:
         try:

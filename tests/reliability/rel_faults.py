@@ -24,6 +24,7 @@ from tests.reliability.fault_proxy import FAULTS
 from tests.reliability.served_pools import (
     POOL_KINDS,
     make_machine,
+    ServedPool,
     pick,
     served_pool,
     token_leaks,
@@ -44,6 +45,16 @@ EXPECTED_CODE: dict[str, dict[str, set[str]]] = {
                "403": {"auth"}, "500": {"network"}, "503": {"timeout"},
                "slow": {"timeout"}, "truncated": {"corrupt"}},
 }
+PUSH_EXPECTED: dict[str, dict[str, set[str]]] = {
+    "git-http": {"reset": {"network"}, "401": {"auth"}, "403": {"auth"}, "500": {"refused"},
+                 "503": {"network"}, "slow": {"timeout"}, "truncated": {"refused"}},
+    "treedx": {"reset": {"network"}, "401": {"auth"}, "403": {"auth"}, "500": {"network"},
+               "503": {"ok"}, "slow": {"timeout"}, "truncated": {"corrupt"}},
+}
+# The push's first write: git's receive-pack POST; TreeDX's first file PUT in the lease.
+PUSH_REQUEST = {"git-http": "POST /widgets.git/git-receive-pack",
+                "treedx": "PUT /api/v1/workspaces/"}
+CASES = [(f, "pull") for f in FAULTS] + [(f, "push") for f in FAULTS if f != "refused"]
 _CODE_LINE = re.compile(r"chapters: sync degraded to local-only \((?P<code>[a-z_-]+)\); "
                         r"(?P<pending>\d+) file\(s\) pending")
 
@@ -53,6 +64,54 @@ def _cli(m: Machine, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **m.env}
     return subprocess.run([sys.executable, "-m", "dsh_chapters", "-C", str(m.workspace), *argv],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def _one_case(kind: str, pool: ServedPool, a: Machine, b: Machine, label: str, fault: str,
+              phase: str) -> str:
+    """One archive under `fault`, one sync that meets it, one that recovers; the outcome."""
+    proxy = pool.proxy
+    assert proxy is not None
+    expected = EXPECTED_CODE[kind][fault] if phase == "pull" else PUSH_EXPECTED[kind][fault]
+    before = proxy.faulted
+    if phase == "pull":
+        proxy.inject(fault)
+    else:  # the pull goes through; the push's first request meets the fault, once
+        proxy.inject(fault, only=PUSH_REQUEST[kind], times=1)
+    try:
+        a.archive(label)  # never fails: archive waits on no network (§1)
+        pending = _pending(a)
+        assert pending > 0, f"{kind} {fault}: nothing pending after an archive"
+        done = _cli(a, "sync")
+        words = done.stdout + done.stderr
+        assert "Traceback" not in words, words
+        assert not any(t in words for t in pool.tokens), f"{kind} {fault}: a token in the output"
+        assert fault == "refused" or proxy.faulted > before, f"{kind} {fault}: nothing broken"
+        if done.returncode == 0:
+            # only where the client may retry by itself (TreeDX honours a busy 503's wait)
+            assert "ok" in expected, f"{kind} {fault} ({phase}): sync passed: {words}"
+            proxy.clear()
+            outcome = "sync retried after Retry-After and passed"
+        else:
+            assert done.returncode == 1, f"{kind} {fault}: sync exited {done.returncode}: {words}"
+            line = _CODE_LINE.search(done.stderr)
+            assert line, f"{kind} {fault}: no failure line in {done.stderr!r}"
+            code = line["code"]
+            assert code in expected, f"{kind} {fault} ({phase}): {code}: {words}"
+            assert int(line["pending"]) == pending
+            status = a.ok("status")
+            sync_line = next(x for x in status.out.splitlines() if x.startswith("sync"))
+            assert "local-only" in sync_line and f": {code}" in sync_line, sync_line
+            assert f"· {pending} pending" in sync_line, sync_line
+            outcome = f"exit 1 ({code}), {pending} pending"
+    finally:
+        proxy.clear()
+    a.ok("sync")
+    assert _pending(a) == 0, f"{kind} {fault}: the backlog stayed after recovery"
+    b.ok("sync")
+    delivered = _chapters(a, label)
+    assert delivered and delivered <= set(b.store_files()), \
+        f"{kind} {fault}: the backlog did not reach box-b"
+    return f"{outcome}; recovered, {len(delivered)} delivered"
 
 
 def _pending(m: Machine) -> int:
@@ -84,44 +143,18 @@ def test_every_fault_degrades_to_local_only_and_the_next_sync_recovers(
         assert _chapters(a, "a-0") <= set(b.store_files())
         outcomes: dict[str, list[str]] = {}
         for r in range(rounds):
-            for fault in FAULTS:
-                label = f"a-{fault}-{r}"
-                before = proxy.faulted
-                proxy.inject(fault)
-                try:
-                    a.archive(label)  # never fails: archive waits on no network (§1)
-                    pending = _pending(a)
-                    assert pending > 0, f"{kind} {fault}: nothing pending after an archive"
-                    done = _cli(a, "sync")
-                    words = done.stdout + done.stderr
-                    assert done.returncode == 1, f"{kind} {fault}: sync exited " \
-                        f"{done.returncode}: {words}"
-                    assert "Traceback" not in words, words
-                    assert not any(t in words for t in pool.tokens), f"{kind} {fault}: token"
-                    line = _CODE_LINE.search(done.stderr)
-                    assert line, f"{kind} {fault}: no failure line in {done.stderr!r}"
-                    code = line["code"]
-                    assert code in EXPECTED_CODE[kind][fault], f"{kind} {fault}: {code}: {words}"
-                    assert int(line["pending"]) == pending
-                    assert fault == "refused" or proxy.faulted > before, \
-                        f"{kind} {fault}: the proxy broke nothing"
-                    status = a.ok("status")
-                    sync_line = next(x for x in status.out.splitlines() if x.startswith("sync"))
-                    assert "local-only" in sync_line and f": {code}" in sync_line, sync_line
-                    assert f"· {pending} pending" in sync_line, sync_line
-                finally:
-                    proxy.clear()
-                a.ok("sync")
-                assert _pending(a) == 0, f"{kind} {fault}: the backlog stayed after recovery"
-                b.ok("sync")
-                delivered = _chapters(a, label)
-                assert delivered and delivered <= set(b.store_files()), \
-                    f"{kind} {fault}: the backlog did not reach box-b"
-                outcomes.setdefault(fault, []).append(
-                    f"exit 1 ({code}), {pending} pending; recovered, {len(delivered)} "
-                    "delivered")
+            for fault, phase in CASES:
+                label = f"a-{fault}-{phase}-{r}"
+                outcome = _one_case(kind, pool, a, b, label, fault, phase)
+                outcomes.setdefault(f"{fault} ({phase})", []).append(outcome)
         leaks = token_leaks(pool.tokens, tmp_path / "box-a", tmp_path / "box-b")
         assert leaks == [], leaks
-        for fault in FAULTS:
-            seen = sorted(set(outcomes[fault]))
-            record(f"{kind} {fault}", "; ".join(seen) + (f" (x{rounds})" if rounds > 1 else ""))
+        if pool.git_path is not None:  # a push cut mid-way left no broken object behind
+            fsck = subprocess.run(["git", "-C", str(pool.git_path), "fsck", "--strict"],
+                                  capture_output=True, text=True, timeout=120, check=False)
+            assert fsck.returncode == 0, fsck.stderr
+        else:
+            assert pool.fake is not None and pool.fake.lease_holders("widgets-pool") == 0
+        for case, seen in outcomes.items():
+            record(f"{kind} {case}", "; ".join(sorted(set(seen)))
+                   + (f" (x{rounds})" if rounds > 1 else ""))
