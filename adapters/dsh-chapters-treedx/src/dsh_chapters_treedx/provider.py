@@ -48,11 +48,13 @@ from dsh_chapters_treedx.client import CallError, TreeDXClient
 from dsh_chapters_treedx.mirror import (
     git_blob_id,
     has_entries,
+    is_bookkeeping,
     is_pool_path,
     list_files,
     move_aside,
     read_file,
     remove_file,
+    unsafe_element,
     write_file,
 )
 from dsh_chapters_treedx.remote import REPOSITORY_NAME, TreeDXRemote, parse_remote
@@ -158,11 +160,13 @@ class TreeDXProvider:
                 # transport, §3.1; no request is spent here).
                 expected = set(state.baseline) | _waiting(state)
                 self._damaged = set(list_files(self._root)) != expected
-                return MirrorState(root=self.mirror_root, head=_pool_head(state))
+                return MirrorState(root=self.mirror_root, head=_pool_head(state),
+                                   unsafe_paths=state.unsafe)
             moved = str(move_aside(self._root)) if has_entries(self._root) else ""
             self._materialize()
-            return MirrorState(root=self.mirror_root, head=_pool_head(self._require_state()),
-                               cloned=True, moved_aside=moved)
+            state = self._require_state()
+            return MirrorState(root=self.mirror_root, head=_pool_head(state), cloned=True,
+                               moved_aside=moved, unsafe_paths=state.unsafe)
 
     def pull(self) -> PullResult:
         with self._guard("pull"):
@@ -181,8 +185,9 @@ class TreeDXProvider:
                     hint="the sync rebuilds the mirror from the store and publishes again (§5.2)",
                 )
             _head, changed = self._follow_remote(state)
-            after = _pool_head(self._require_state())
-            return PullResult(before, after, changed, requests=self.requests - start)
+            state = self._require_state()
+            return PullResult(before, _pool_head(state), changed, requests=self.requests - start,
+                              unsafe_paths=state.unsafe)
 
     def stage(self, files: Mapping[str, bytes]) -> StageResult:
         with self._guard("stage"):
@@ -281,8 +286,9 @@ class TreeDXProvider:
                 state = attrs.evolve(state, head="", staged=Pending())
                 self._save(state)
                 self._follow_remote(state)
-            return MirrorState(root=self.mirror_root, head=_pool_head(self._require_state()),
-                               cloned=True, moved_aside=moved)
+            state = self._require_state()
+            return MirrorState(root=self.mirror_root, head=_pool_head(state), cloned=True,
+                               moved_aside=moved, unsafe_paths=state.unsafe)
 
     def close(self) -> None:
         if self._client is not None:
@@ -320,7 +326,18 @@ class TreeDXProvider:
 
     def _apply_listing(self, state: TreeDXState) -> tuple[str, tuple[str, ...]]:
         head, entries = self._walk(state.repo_id)
-        remote = {e.path: e.object_id for e in entries if e.kind == "blob" and is_pool_path(e.path)}
+        remote: dict[str, str] = {}
+        unsafe: set[str] = set()
+        for entry in entries:
+            if entry.kind != "blob" or is_bookkeeping(entry.path):
+                continue
+            bad = unsafe_element(entry.path)
+            if bad is None:
+                remote[entry.path] = entry.object_id
+            else:
+                # never materialized; reported so copy-in quarantines it and the sync goes on
+                # (an overlong name would otherwise fail every pull with ENAMETOOLONG)
+                unsafe.add(bad)
         keep = _waiting(state)  # files waiting to be pushed stay as staged
         wanted = []
         for path, object_id in sorted(remote.items()):
@@ -335,7 +352,8 @@ class TreeDXProvider:
         gone = [path for path in list_files(self._root) if path not in remote and path not in keep]
         for path in gone:
             remove_file(self._root, path)
-        self._save(attrs.evolve(state, head=head, baseline=remote))
+        self._save(attrs.evolve(state, head=head, baseline=remote,
+                                unsafe=tuple(sorted(unsafe))))
         self._damaged = False
         return head, tuple(sorted(wanted + gone))
 

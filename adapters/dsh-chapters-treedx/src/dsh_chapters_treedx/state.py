@@ -7,7 +7,9 @@
 - `staged`: paths written by `stage` (`paths`) and recorded by `commit` (`committed`), not yet
   pushed, with the commit message and author;
 - `offline`: the failure code and time of the last failed call, or null once a call succeeds;
-- `repoId`: the managed repository `POST /repos` resolved.
+- `repoId`: the managed repository `POST /repos` resolved;
+- `unsafe`: pool paths at `head` that are never materialized (an unsafe element such as `..`
+  or a name over 255 bytes), cut at that element; copy-in quarantines them.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class TreeDXState:
     baseline: dict[str, str] = attrs.field(factory=dict)
     staged: Pending = attrs.field(factory=Pending)
     offline: Offline | None = None
+    unsafe: tuple[str, ...] = ()  # pool paths at `head` never materialized (`..`, overlong)
 
 
 class StateUnreadable(Exception):
