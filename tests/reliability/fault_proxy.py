@@ -120,6 +120,10 @@ class FaultProxy:
         self.times = 0  # break at most this many answers (0 = no limit)
         self.port = 0
         self.faulted = 0  # answers this proxy broke on purpose
+        self.seen = 0  # requests read, since the last `park_at`
+        self.parked = threading.Event()  # set while a request is held by `park_at`
+        self._park: tuple[int, str] | None = None
+        self._release = threading.Event()
         self.errors: list[str] = []  # unexpected proxy failures: a test asserts none
         self._stop = threading.Event()
         self._listener: socket.socket | None = None
@@ -144,7 +148,25 @@ class FaultProxy:
         if self._listener is None:
             self._listen()
 
+    def park_at(self, number: int, stage: str) -> None:
+        """Hold the `number`-th request from now: before forwarding it (`request`: the server
+        never sees it) or after (`answer`: the server did the work, the client never hears),
+        until `release()`; `parked` is set while it is held (a test kills the client there)."""
+        assert stage in ("request", "answer") and number >= 1
+        with self._guard:
+            self.seen = 0
+            self._park = (number, stage)
+            self.parked.clear()
+            self._release.clear()
+
+    def release(self) -> None:
+        """Let a held request go (its connection is closed unanswered) and stop parking."""
+        with self._guard:
+            self._park = None
+        self._release.set()
+
     def stop(self) -> None:
+        self._release.set()
         self._close_listener()
         with self._guard:
             live, workers = list(self._live), list(self._workers)
@@ -217,6 +239,10 @@ class FaultProxy:
                     request = _Reader(client).message(to_eof=False)
                 except (OSError, ConnectionError, ValueError):
                     return  # the client gave up first: nothing to answer
+                stage = self._parking()
+                if stage == "request":
+                    self._hold()
+                    return
                 fault = self._take(request.head[0])
                 canned = self._canned(fault)
                 if canned is not None:
@@ -227,12 +253,27 @@ class FaultProxy:
                 answer = self._forward(request)
                 if answer is None:
                     return
+                if stage == "answer":
+                    self._hold()
+                    return
                 self._answer(client, answer, fault)
         except Exception as exc:  # a proxy bug must fail the test, not hang it
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             with self._guard:
                 self._workers.discard(threading.current_thread())
+
+    def _parking(self) -> str:
+        """The park stage this request meets ("" for none)."""
+        with self._guard:
+            self.seen += 1
+            if self._park is not None and self._park[0] == self.seen:
+                return self._park[1]
+        return ""
+
+    def _hold(self) -> None:
+        self.parked.set()
+        self._release.wait(timeout=_IO_TIMEOUT_S * 2)
 
     def _take(self, start_line: str) -> str | None:
         """The fault this request gets (None: pass it through), counting a limited fault."""

@@ -2,8 +2,11 @@
 process at one chosen write, before or after its rename, and the test kills it there): no
 corrupt file, no stuck lock, and the next run completes; the two machines then converge.
 
-Enrichment is not in this part: it needs the recorded model tape (tests/acceptance); its own
-crash test lives with it.
+Over the networked pools (`git http-backend`, the TreeDX fake) a sync is also killed in the
+middle of the network: the loopback proxy holds its n-th request, before the server sees it
+or after the server did the work and before the client hears, and the test kills it there.
+A TreeDX lease a killed writer held ends at its TTL (CONTRACT.md); the fake's clock is moved
+past it, as time would.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,14 @@ from dsh_chapters_fs.atomic import is_temp_name
 from dsh_chapters_fs.store import FsChapterStore
 
 from tests.acceptance.steps_common import Machine, sample_session_text, session_id_for
+from tests.reliability.served_pools import (
+    POOL_KINDS,
+    TREEDX_REPO,
+    ServedPool,
+    make_machine,
+    pick,
+    served_pool,
+)
 
 ORIGIN = "https://github.com/acme/widgets.git"
 SEED = 1616
@@ -136,3 +148,98 @@ def test_sigkills_in_archive_sync_and_index_leave_nothing_corrupt(
     record("after every kill", "no partial file, lock not held, the same command completes")
     record("converged", f"{len(chapters_a)} chapters on both machines, pool git fsck --strict "
            "clean")
+
+
+def _kill_in_flight(m: Machine, pool: ServedPool, number: int, stage: str) -> bool:
+    """`chapters sync` with the proxy holding its `number`-th request at `stage`; SIGKILL it
+    there. False when it finished first (fewer requests than that: also fine)."""
+    proxy = pool.proxy
+    assert proxy is not None
+    proxy.park_at(number, stage)
+    env = {**os.environ, **m.env}
+    proc = subprocess.Popen([sys.executable, "-m", "dsh_chapters", "-C", str(m.workspace),
+                             "sync"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proxy.parked.wait(timeout=0.05):
+                proc.send_signal(signal.SIGKILL)
+                return True
+            if proc.poll() is not None:
+                return False
+        raise AssertionError("the sync neither finished nor reached its kill point in 60 s")
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        proxy.release()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", POOL_KINDS)
+def test_sigkills_during_sync_over_networked_pools_leave_nothing_corrupt(
+    kind: str, tmp_path: Path, results: Any, record: Any
+) -> None:
+    rng = random.Random(f"{SEED}-{kind}")
+    wanted = pick(results, "networked_sigkills")
+    with served_pool(kind, tmp_path / "pool", proxy_flavor_stall_s=1.0) as pool:
+        a, b = make_machine(tmp_path, "box-a"), make_machine(tmp_path, "box-b")
+        for m in (a, b):
+            pool.link(m)
+        b.archive("b-0")
+        b.ok("sync")
+        kills = {"network": 0, "store": 0}
+        finished = leases_expired = attempts = 0
+        labels: list[str] = []
+        while sum(kills.values()) < wanted:
+            attempts += 1
+            assert attempts < wanted * 4, "too few syncs reached their kill point"
+            label = f"a-{attempts}"
+            labels.append(label)
+            a.archive(label)  # something to publish
+            if rng.random() < 0.5:  # and something for copy-in to write
+                b.archive(f"b-{attempts}")
+                b.ok("sync")
+            if rng.random() < 0.7:
+                where = "network"
+                killed = _kill_in_flight(a, pool, rng.randint(1, 8),
+                                         rng.choice(["request", "answer"]))
+            else:
+                where = "store"
+                killed = _kill(a, ["sync"], rng.choice(["temp", "done"]), rng.randint(1, 6))
+            if killed:
+                kills[where] += 1
+            else:
+                finished += 1
+            _whole(a.store)
+            assert not a.app().lock.state().held, "a killed sync left the lock held"
+            if pool.fake is not None and pool.fake.lease_holders(TREEDX_REPO):
+                # the killed writer's lease ends at its TTL (CONTRACT.md); let time pass
+                leases_expired += 1
+                pool.fake.advance(a.app().config.treedx_workspace_ttl_seconds + 1)
+                assert pool.fake.lease_holders(TREEDX_REPO) == 0
+            a.ok("sync")  # the next run completes
+            _whole(a.store)
+        a.ok("sync")
+        b.ok("sync")
+        a.ok("sync")
+        chapters_a = {p for p in a.store_files() if "/chapters/" in p}
+        chapters_b = {p for p in b.store_files() if "/chapters/" in p}
+        assert chapters_a == chapters_b
+        for label in labels:
+            assert any(p.startswith(f"{a.sessions[label]}/chapters/") for p in chapters_a), label
+        in_pool = {p.rsplit("/", 1)[-1] for p in pool.files() if p.startswith("chapters/")}
+        assert {p.rsplit("/", 1)[-1] for p in chapters_a} <= in_pool
+        if pool.git_path is not None:
+            fsck = subprocess.run(["git", "-C", str(pool.git_path), "fsck", "--strict"],
+                                  capture_output=True, text=True, timeout=120, check=False)
+            assert fsck.returncode == 0, fsck.stderr
+            judge = "pool git fsck --strict clean"
+        else:
+            assert pool.fake is not None
+            assert pool.fake.overwritten(TREEDX_REPO) == [], "a commit dropped a head unseen"
+            judge = f"no head overwritten; {leases_expired} lease(s) left by a kill ended at TTL"
+    record(f"SIGKILLs during sync ({kind})",
+           f"{sum(kills.values())} (in flight {kills['network']}, at a store write "
+           f"{kills['store']}); {finished} run(s) ended before their kill point")
+    record(f"converged ({kind})", f"{len(chapters_a)} chapters on both machines, {judge}")

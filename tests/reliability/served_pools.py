@@ -29,7 +29,7 @@ POOL_KINDS = ("git-http", "treedx")
 # name -> (bounded, full), as conftest.SIZES
 SIZES: dict[str, tuple[int, int]] = {
     "fault_rounds": (1, 2),
-    "networked_sigkills": (4, 12),
+    "networked_sigkills": (6, 16),
     "enrich_sigkills": (4, 12),
 }
 
