@@ -1,4 +1,4 @@
-"""SIGKILL at seeded points of archive, sync and index (the fs store's write trace parks the
+"""SIGKILL at seeded points of archive, sync, index and enrichment (the fs store's write trace parks the
 process at one chosen write, before or after its rename, and the test kills it there): no
 corrupt file, no stuck lock, and the next run completes; the two machines then converge.
 
@@ -7,6 +7,11 @@ middle of the network: the loopback proxy holds its n-th request, before the ser
 or after the server did the work and before the client hears, and the test kills it there.
 A TreeDX lease a killed writer held ends at its TTL (CONTRACT.md); the fake's clock is moved
 past it, as time would.
+
+`chapters enrich run` is killed at its store writes (the enrichment frontmatter write, §6, and
+the queue state) and in the middle of a model call (the same proxy, in front of the recorded
+tape the enrichment tests use): no chapter's body changes, no run lock or writer lock stays
+held, and the next run enriches every chapter.
 """
 
 from __future__ import annotations
@@ -23,10 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dsh_chapters_core.enrich.chapter import parse_chapter_file
 from dsh_chapters_fs.atomic import is_temp_name
+from dsh_chapters_fs.runlock import FileRunLock
 from dsh_chapters_fs.store import FsChapterStore
+from dsh_chapters_harness.testing.tape_server import TapeServer, load_tape
 
 from tests.acceptance.steps_common import Machine, sample_session_text, session_id_for
+from tests.fixtures.tapes import make_tapes
+from tests.reliability.fault_proxy import FaultProxy
 from tests.reliability.served_pools import (
     POOL_KINDS,
     TREEDX_REPO,
@@ -243,3 +253,99 @@ def test_sigkills_during_sync_over_networked_pools_leave_nothing_corrupt(
            f"{sum(kills.values())} (in flight {kills['network']}, at a store write "
            f"{kills['store']}); {finished} run(s) ended before their kill point")
     record(f"converged ({kind})", f"{len(chapters_a)} chapters on both machines, {judge}")
+
+
+TAPES = Path(__file__).resolve().parents[1] / "fixtures" / "tapes"
+
+
+def _enriched(m: Machine) -> tuple[int, int]:
+    """(chapters, chapters whose frontmatter a model wrote); every chapter must parse."""
+    total = done = 0
+    for rel, data in m.store_files().items():
+        if "/chapters/" not in rel or is_temp_name(rel.rsplit("/", 1)[-1]):
+            continue
+        chapter = parse_chapter_file(rel, data.decode("utf-8"))
+        assert chapter is not None, f"{rel}: the frontmatter left the archive's form"
+        total += 1
+        done += b"enricher-1" in data
+    return total, done
+
+
+@pytest.mark.slow
+def test_sigkills_during_enrichment_leave_no_corrupt_chapter_and_no_stuck_lock(
+    tmp_path: Path, results: Any, record: Any
+) -> None:
+    rng = random.Random(f"{SEED}-enrich")
+    wanted = pick(results, "enrich_sigkills")
+    tape = TapeServer(tapes=(load_tape(TAPES / "enrich-valid.json"),)).start()
+    proxy = FaultProxy(tape.port, "git", stall_s=1.0)  # parking only: no fault is injected
+    try:
+        a = make_machine(tmp_path, "box-a")
+        a.set_config(f'enrichmentModel = "{make_tapes.MODEL}"')
+        a.set_config(f'enrichmentBaseUrl = "http://127.0.0.1:{proxy.port}/v1"')
+        a.set_config('enrichmentTrigger = "manual"')  # drained only by the runs killed here
+        run_lock = FileRunLock(a.store / "state" / "enrich-run.lock")
+        kills = {"model call": 0, "store write": 0}
+        finished = attempts = 0
+        while sum(kills.values()) < wanted:
+            attempts += 1
+            assert attempts < wanted * 4, "too few runs reached their kill point"
+            a.archive(f"e-{attempts}")  # more chapters queued
+            total, done = _enriched(a)
+            assert done < total, "the enrichment marker does not tell enriched chapters apart"
+            bodies = {d.path: d.body_sha256 for d in FsChapterStore(a.store).documents()}
+            if rng.random() < 0.5:
+                where = "model call"
+                killed = _kill_enrich_in_flight(a, proxy, rng.randint(1, 3),
+                                                rng.choice(["request", "answer"]))
+            else:
+                where = "store write"
+                killed = _kill(a, ["enrich", "run"], rng.choice(["temp", "done"]),
+                               rng.randint(1, 4))
+            if killed:
+                kills[where] += 1
+            else:
+                finished += 1
+            _whole(a.store)
+            after = {d.path: d.body_sha256 for d in FsChapterStore(a.store).documents()}
+            assert after == bodies, "a killed enrichment changed a chapter's body"
+            _enriched(a)  # every chapter still parses
+            assert not a.app().lock.state().held, "a killed run left the writer lock held"
+            assert run_lock.holder_pid() == 0, "a killed run is still named as the holder"
+            with run_lock.try_hold() as free:
+                assert free, "a killed run left the enrichment run lock held"
+            a.ok("enrich", "run")  # the next run completes
+            total, done = _enriched(a)
+            assert done == total, f"{total - done} of {total} chapters left unenriched"
+        assert tape.misses == [], tape.misses
+        assert proxy.errors == [], proxy.errors
+    finally:
+        proxy.stop()
+        tape.stop()
+    record("SIGKILLs during enrichment",
+           f"{sum(kills.values())} (in a model call {kills['model call']}, at a store write "
+           f"{kills['store write']}); {finished} run(s) ended before their kill point")
+    record("after every enrichment kill",
+           f"bodies unchanged, run lock and writer lock free, the next run enriched all "
+           f"{total} chapters")
+
+
+def _kill_enrich_in_flight(m: Machine, proxy: FaultProxy, number: int, stage: str) -> bool:
+    """`chapters enrich run` with its `number`-th model call held at `stage`; SIGKILL it."""
+    proxy.park_at(number, stage)
+    proc = subprocess.Popen([sys.executable, "-m", "dsh_chapters", "-C", str(m.workspace),
+                             "enrich", "run"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, **m.env})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proxy.parked.wait(timeout=0.05):
+                proc.send_signal(signal.SIGKILL)
+                return True
+            if proc.poll() is not None:
+                return False
+        raise AssertionError("the run neither finished nor reached its kill point in 60 s")
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        proxy.release()
