@@ -188,8 +188,8 @@ def test_state_file_has_the_recorded_keys_and_no_token(pool: Machines, chapter: 
     raw = (pool.mirror("a") / STATE_FILE).read_text(encoding="utf-8")
     state = json.loads(raw)
     assert set(state) == {"origin", "head", "baseline", "staged", "offline", "repoId",
-                          "unsafe"}
-    assert state["unsafe"] == []
+                          "unsafe", "lease"}
+    assert state["unsafe"] == [] and state["lease"] is None
     assert state["origin"] == pool.remote
     assert state["head"] == head
     assert state["baseline"] == {path: git_blob_id(data)}
