@@ -5,8 +5,8 @@ corrupt file, no stuck lock, and the next run completes; the two machines then c
 Over the networked pools (`git http-backend`, the TreeDX fake) a sync is also killed in the
 middle of the network: the loopback proxy holds its n-th request, before the server sees it
 or after the server did the work and before the client hears, and the test kills it there.
-A TreeDX lease a killed writer held ends at its TTL (CONTRACT.md); the fake's clock is moved
-past it, as time would.
+A TreeDX lease a killed push recorded is closed by `chapters doctor --repair`; one it was
+granted but never heard of ends at its TTL (CONTRACT.md), so the fake's clock is moved past it.
 
 `chapters enrich run` is killed at its store writes (the enrichment frontmatter write, §6, and
 the queue state) and in the middle of a model call (the same proxy, in front of the recorded
@@ -199,7 +199,7 @@ def test_sigkills_during_sync_over_networked_pools_leave_nothing_corrupt(
         b.archive("b-0")
         b.ok("sync")
         kills = {"network": 0, "store": 0}
-        finished = leases_expired = attempts = 0
+        finished = leases_expired = leases_closed = attempts = 0
         labels: list[str] = []
         while sum(kills.values()) < wanted:
             attempts += 1
@@ -224,9 +224,16 @@ def test_sigkills_during_sync_over_networked_pools_leave_nothing_corrupt(
             _whole(a.store)
             assert not a.app().lock.state().held, "a killed sync left the lock held"
             if pool.fake is not None and pool.fake.lease_holders(TREEDX_REPO):
-                # the killed writer's lease ends at its TTL (CONTRACT.md); let time pass
-                leases_expired += 1
-                pool.fake.advance(a.app().config.treedx_workspace_ttl_seconds + 1)
+                found = a.run("doctor", "--json").json()["findings"]
+                if any(f["code"] == "pool-lease-held" for f in found):
+                    # the push recorded its lease before writing: the doctor closes it
+                    a.run("doctor", "--repair")
+                    leases_closed += 1
+                else:
+                    # killed before it heard the lease it was given: nothing names it
+                    # here, and it ends at its TTL (CONTRACT.md); let that time pass
+                    leases_expired += 1
+                    pool.fake.advance(a.app().config.treedx_workspace_ttl_seconds + 1)
                 assert pool.fake.lease_holders(TREEDX_REPO) == 0
             a.ok("sync")  # the next run completes
             _whole(a.store)
@@ -248,7 +255,8 @@ def test_sigkills_during_sync_over_networked_pools_leave_nothing_corrupt(
         else:
             assert pool.fake is not None
             assert pool.fake.overwritten(TREEDX_REPO) == [], "a commit dropped a head unseen"
-            judge = f"no head overwritten; {leases_expired} lease(s) left by a kill ended at TTL"
+            judge = (f"no head overwritten; leases a kill left: {leases_closed} closed by "
+                     f"`chapters doctor --repair`, {leases_expired} ended at their TTL")
     record(f"SIGKILLs during sync ({kind})",
            f"{sum(kills.values())} (in flight {kills['network']}, at a store write "
            f"{kills['store']}); {finished} run(s) ended before their kill point")
