@@ -23,8 +23,8 @@ from tests.acceptance.steps_common import Machine
 from tests.reliability.fault_proxy import FAULTS
 from tests.reliability.served_pools import (
     POOL_KINDS,
-    make_machine,
     ServedPool,
+    make_machine,
     pick,
     served_pool,
     token_leaks,

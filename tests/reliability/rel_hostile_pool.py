@@ -58,7 +58,7 @@ def _quarantine(m: Machine) -> dict[str, str]:
     return {r["path"]: r["code"] for r in rows}
 
 
-def _poison(key: str, a1: str, rounds: int, kind: str = "local") -> tuple[dict[str, tuple[int, bytes]], dict[str, Any]]:
+def _poison(key: str, a1: str, rounds: int) -> tuple[dict[str, tuple[int, bytes]], dict[str, Any]]:
     """Every poisoned case of the issue, and what each honest machine must do with it:
     a quarantine code, or "copy" (indistinguishable from honest content for that machine)."""
     files: dict[str, tuple[int, bytes]] = {}
@@ -180,7 +180,7 @@ def _honest_machines_against(kind: str, remote: str, token: str, served: ServedP
     honest = {p for p in a.store_files() if "/chapters/" in p}
     assert honest and honest == {p for p in b.store_files() if "/chapters/" in p}
 
-    files, expect = _poison(key, a1, rounds, kind)
+    files, expect = _poison(key, a1, rounds)
     commit = _plant(kind, remote, served, files)
 
     for m in (a, b, a, b):

@@ -1,6 +1,6 @@
-"""SIGKILL at seeded points of archive, sync, index and enrichment (the fs store's write trace parks the
-process at one chosen write, before or after its rename, and the test kills it there): no
-corrupt file, no stuck lock, and the next run completes; the two machines then converge.
+"""SIGKILL at seeded points of archive, sync, index and enrichment (the fs store's write trace
+parks the process at one chosen write, before or after its rename, and the test kills it
+there): no corrupt file, no stuck lock, and the next run completes; the machines converge.
 
 Over the networked pools (`git http-backend`, the TreeDX fake) a sync is also killed in the
 middle of the network: the loopback proxy holds its n-th request, before the server sees it

@@ -33,8 +33,9 @@ def is_pool_path(path: str) -> bool:
     if not path or "\\" in path or "\0" in path:
         return False
     parts = path.split("/")  # plain string work: this runs for every file of every walk
-    if any(part in ("", ".", "..") or len(part) > _NAME_MAX // 4 and
-           len(part.encode("utf-8", "surrogatepass")) > _NAME_MAX for part in parts):
+    # (a name over NAME_MAX bytes has over NAME_MAX / 4 characters: encode only those)
+    if any(part in ("", ".", "..") or (len(part) > _NAME_MAX // 4 and
+           len(part.encode("utf-8", "surrogatepass")) > _NAME_MAX) for part in parts):
         return False
     name = parts[-1]
     return name not in (STATE_FILE, KEEP_FILE) and not _is_temp(name)
