@@ -129,7 +129,7 @@ def test_every_fault_degrades_to_local_only_and_the_next_sync_recovers(
     kind: str, tmp_path: Path, results: Any, record: Any
 ) -> None:
     rounds = pick(results, "fault_rounds")
-    with served_pool(kind, tmp_path / "pool", proxy_flavor_stall_s=STALL_S) as pool:
+    with served_pool(kind, tmp_path / "pool", proxy_stall_s=STALL_S) as pool:
         proxy = pool.proxy
         assert proxy is not None
         a, b = make_machine(tmp_path, "box-a"), make_machine(tmp_path, "box-b")

@@ -192,7 +192,7 @@ def test_sigkills_during_sync_over_networked_pools_leave_nothing_corrupt(
 ) -> None:
     rng = random.Random(f"{SEED}-{kind}")
     wanted = pick(results, "networked_sigkills")
-    with served_pool(kind, tmp_path / "pool", proxy_flavor_stall_s=1.0) as pool:
+    with served_pool(kind, tmp_path / "pool", proxy_stall_s=1.0) as pool:
         a, b = make_machine(tmp_path, "box-a"), make_machine(tmp_path, "box-b")
         for m in (a, b):
             pool.link(m)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from dsh_chapters_treedx.testing import FakeTreeDX
+from dulwich.objects import Commit
+from dulwich.repo import Repo
 
 from tests.acceptance.steps_common import Machine
 from tests.adapters.git.conftest import GitCli, GitHttpServer
@@ -70,27 +72,25 @@ class ServedPool:
             return {p: d for p, d in self.fake.tree(TREEDX_REPO).items()
                     if p != ".treedxkeep"}
         assert self.git_path is not None
-        from dulwich.objects import Blob, Tree
-        from dulwich.repo import Repo
-
         repo = Repo(str(self.git_path))
         out: dict[str, bytes] = {}
         try:
             if b"refs/heads/main" not in repo.refs:
                 return out
-            for entry in repo.object_store.iter_tree_contents(repo[b"refs/heads/main"].tree):
-                obj = repo[entry.sha]
-                if isinstance(obj, Blob) and not isinstance(obj, Tree):
-                    out[entry.path.decode("utf-8", "replace")] = obj.as_raw_string()
+            head = repo[b"refs/heads/main"]
+            assert isinstance(head, Commit)
+            for entry in repo.object_store.iter_tree_contents(head.tree):
+                assert entry.path is not None and entry.sha is not None
+                out[entry.path.decode("utf-8", "replace")] = repo[entry.sha].as_raw_string()
         finally:
             repo.close()
         return out
 
 
 @contextmanager
-def served_pool(kind: str, root: Path, *, proxy_flavor_stall_s: float | None = None
+def served_pool(kind: str, root: Path, *, proxy_stall_s: float | None = None
                 ) -> Iterator[ServedPool]:
-    """A pool of `kind` on loopback; with `proxy_flavor_stall_s`, behind a FaultProxy whose
+    """A pool of `kind` on loopback; with `proxy_stall_s`, behind a FaultProxy whose
     slow fault stalls that long. Every server and proxy is stopped on exit."""
     proxy: FaultProxy | None = None
     if kind == "git-http":
@@ -103,8 +103,8 @@ def served_pool(kind: str, root: Path, *, proxy_flavor_stall_s: float | None = N
         try:
             path = server.create_repo(GIT_REPO, GitCli(home))
             port = server.port
-            if proxy_flavor_stall_s is not None:
-                proxy = FaultProxy(port, "git", stall_s=proxy_flavor_stall_s)
+            if proxy_stall_s is not None:
+                proxy = FaultProxy(port, "git", stall_s=proxy_stall_s)
                 port = proxy.port
             try:
                 yield ServedPool(kind, f"http://127.0.0.1:{port}/{GIT_REPO}", token,
@@ -122,8 +122,8 @@ def served_pool(kind: str, root: Path, *, proxy_flavor_stall_s: float | None = N
     try:
         token = fake.issue_token()
         port = fake.port
-        if proxy_flavor_stall_s is not None:
-            proxy = FaultProxy(port, "treedx", stall_s=proxy_flavor_stall_s)
+        if proxy_stall_s is not None:
+            proxy = FaultProxy(port, "treedx", stall_s=proxy_stall_s)
             port = proxy.port
         try:
             yield ServedPool(kind, f"treedx+http://127.0.0.1:{port}/{TREEDX_REPO}", token,
