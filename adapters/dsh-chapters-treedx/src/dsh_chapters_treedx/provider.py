@@ -326,7 +326,13 @@ class TreeDXProvider:
                 "move the mirror aside and materialize it from the pool (§5.2)"))
             state = None
         if state is not None:
-            found += self._mirror_health(state)
+            try:
+                found += self._mirror_health(state)
+            except OSError as exc:  # a directory where a file belongs, a permission
+                found.append(HealthFinding(
+                    "mirror-unusable", self.mirror_root,
+                    f"the mirror does not read ({type(exc).__name__}, errno {exc.errno})",
+                    "move the mirror aside and materialize it from the pool (§5.2)"))
             for path in state.unsafe:
                 found.append(HealthFinding("pool-unsafe-path", path, "an unsafe path element "
                                            "in the pool; never materialized", ""))
