@@ -198,7 +198,9 @@ def treedx_clean_mirrors(machines: dict[str, Machine], pool: TreeDXPool) -> None
     for machine in machines.values():
         assert not (machine.mirror / ".treedxkeep").exists()
         state = json.loads((machine.mirror / ".treedx-state.json").read_text(encoding="utf-8"))
-        assert set(state) == {"origin", "head", "baseline", "staged", "offline", "repoId"}
+        assert set(state) == {"origin", "head", "baseline", "staged", "offline", "repoId",
+                              "unsafe", "lease"}
+        assert state["lease"] is None  # every push saw its lease end
         assert ".treedxkeep" not in state["baseline"]
         for path in machine.mirror.rglob("*"):
             if path.is_file():

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dsh_chapters_treedx.testing import FakeTreeDX
 
 from tests.acceptance.steps_common import Machine
 from tests.reliability.pool_poison import FILE, chapter, plant
@@ -123,3 +124,34 @@ def test_loose_credential_modes_are_tightened(box: Machine) -> None:
     assert "not-a-real-token" not in found.out
     box.run("doctor", "--repair")
     assert token.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_treedx_linked_workspace_reports_reach_token_and_mirror(box: Machine) -> None:
+    """`chapters doctor` over a TreeDX pool (the fake on loopback): healthy when it answers; the
+    service down, a damaged mirror and a revoked token are each named, the token never."""
+    fake = FakeTreeDX().start()
+    try:
+        token = fake.issue_token()
+        box.ok("link", fake.remote("widgets-pool"), token)
+        box.archive("s-1")
+        box.ok("sync")
+        assert box.ok("doctor", "--json").json() == {"healthy": True, "repair": False,
+                                                      "findings": []}
+        fake.stop()
+        down = box.run("doctor")
+        fake.start()
+        assert down.code == 1 and "pool-unreachable" in down.out and "GET /health" in down.out
+        mirrored = next(p for p in box.mirror.rglob("*.md") if p.is_file())
+        mirrored.write_text("changed by hand\n", encoding="utf-8")
+        found = box.run("doctor", "--json").json()
+        assert [f["code"] for f in found["findings"]] == ["mirror-corrupt"]
+        repaired = box.run("doctor", "--repair", "--json").json()
+        assert repaired["healthy"] and "re-read" in repaired["findings"][0]["repaired"]
+        assert box.ok("doctor").code == 0
+        fake.revoke(token)
+        refused = box.run("doctor")
+        assert refused.code == 1 and "pool-token-rejected" in refused.out
+        assert all(token not in r.text for r in box.results)
+    finally:
+        fake.stop()
+    assert fake.errors == []

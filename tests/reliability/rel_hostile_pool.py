@@ -1,17 +1,22 @@
-"""Hostile pool: a third "machine" commits each poisoned case into a real local-path pool;
+"""Hostile pool: a third "machine" commits each poisoned case into a real pool of each kind;
 every honest machine keeps syncing, quarantines exactly the poisoned files, loses nothing.
 
-The honest machines are real workspaces run through the composition root (`Machine`); the
-pool is a bare git repository written by the git provider; the poison is planted with plain
-git objects (`pool_poison.plant`), as any process with write access to the pool could.
+The honest machines are real workspaces run through the composition root (`Machine`). The
+pools: a bare git repository on a local path, the same served by `git http-backend` on
+loopback, and the TreeDX fake. The poison goes straight into the pool's backing store, as any
+process with write access to it could: plain git objects (`pool_poison.plant`) for git, an
+out-of-band commit on the fake's branch for TreeDX (which has no symlink mode: the symlink
+case is a blob holding the target path there, and is refused for its frontmatter).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +24,10 @@ import pytest
 
 from tests.acceptance.steps_common import Machine, session_id_for
 from tests.reliability.pool_poison import FILE, LINK, alias_bomb, chapter, plant
+from tests.reliability.served_pools import TREEDX_REPO, ServedPool, served_pool
 
 ORIGIN = "https://github.com/acme/widgets.git"
+POOL_KINDS = ("local", "git-http", "treedx")
 POOL_FILE_MAX = 65536  # the honest machines' poolFileMaxBytes: the oversized case is above it
 
 
@@ -112,15 +119,56 @@ def _poison(key: str, a1: str, rounds: int) -> tuple[dict[str, tuple[int, bytes]
     return files, expect
 
 
+@contextlib.contextmanager
+def _pool(kind: str, root: Path) -> Iterator[tuple[str, str, ServedPool | None]]:
+    """(remote, token, served pool) of `kind`; a local-path pool is a path and no server."""
+    if kind == "local":
+        yield str(root / "drive" / "widgets.git"), "", None
+        return
+    with served_pool(kind, root / "served-pool") as served:
+        yield served.remote, served.token, served
+
+
+def _plant(kind: str, remote: str, served: ServedPool | None,
+           files: dict[str, tuple[int, bytes]]) -> str:
+    """Mallory's commit, straight into the pool's backing store; returns its id."""
+    if served is not None and served.fake is not None:
+        # TreeDX has no symlink mode: a link is a blob holding its target's path
+        return served.fake.move_head(TREEDX_REPO, {p: d for p, (_m, d) in files.items()},
+                                     message="mallory")
+    return plant(Path(remote) if served is None else _git_path(served), files)
+
+
+def _git_path(served: ServedPool) -> Path:
+    assert served.git_path is not None
+    return served.git_path
+
+
+def _descends(kind: str, remote: str, served: ServedPool | None, ancestor: str,
+              head: str) -> bool:
+    if served is not None and served.fake is not None:
+        return ancestor in {sha for sha, _a, _m in served.fake.commit_log(TREEDX_REPO)} and \
+            head in {sha for sha, _a, _m in served.fake.commit_log(TREEDX_REPO)}
+    path = Path(remote) if served is None else _git_path(served)
+    return subprocess.run(["git", "-C", str(path), "merge-base", "--is-ancestor", ancestor,
+                           head], check=False).returncode == 0
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", POOL_KINDS)
 def test_honest_machines_keep_syncing_and_quarantine_exactly_the_poison(
-    tmp_path: Path, size: Any, record: Any
+    kind: str, tmp_path: Path, size: Any, record: Any
 ) -> None:
+    with _pool(kind, tmp_path) as (remote, token, served):
+        _honest_machines_against(kind, remote, token, served, tmp_path, size, record)
+
+
+def _honest_machines_against(kind: str, remote: str, token: str, served: ServedPool | None,
+                             tmp_path: Path, size: Any, record: Any) -> None:
     rounds = size("hostile_rounds")
-    pool = tmp_path / "drive" / "widgets.git"
     a, b = _machine(tmp_path, "box-a"), _machine(tmp_path, "box-b")
     for m in (a, b):
-        m.ok("link", str(pool))
+        m.ok("link", remote, *([token] if token else []))
         m.set_config(f"poolFileMaxBytes = {POOL_FILE_MAX}")
     a.archive("a-1")
     _sync(a)
@@ -133,7 +181,7 @@ def test_honest_machines_keep_syncing_and_quarantine_exactly_the_poison(
     assert honest and honest == {p for p in b.store_files() if "/chapters/" in p}
 
     files, expect = _poison(key, a1, rounds)
-    commit = plant(pool, files)
+    commit = _plant(kind, remote, served, files)
 
     for m in (a, b, a, b):
         _sync(m)
@@ -150,8 +198,7 @@ def test_honest_machines_keep_syncing_and_quarantine_exactly_the_poison(
         if m is a:
             assert seen == {commit}
         else:
-            subprocess.run(["git", "-C", str(pool), "merge-base", "--is-ancestor", commit,
-                            seen.pop()], check=True)
+            assert _descends(kind, remote, served, commit, seen.pop())
         status = m.ok("status").out
         assert f"quarantine {len(wanted)} file(s) set aside" in status
         doctor = m.run("doctor", "--json")
@@ -185,8 +232,9 @@ def test_honest_machines_keep_syncing_and_quarantine_exactly_the_poison(
         for label in ("a-1", "a-2", "b-1", "b-2"):
             sid = (a.sessions.get(label) or b.sessions.get(label) or session_id_for(label))
             assert any(p.startswith(f"{sid}/chapters/") for p in chapters), (m.name, label)
-    record("poisoned files planted", len(files))
-    record("quarantined by box-a / box-b",
+    where = "" if kind == "local" else f" ({kind})"
+    record(f"poisoned files planted{where}", len(files))
+    record(f"quarantined by box-a / box-b{where}",
            f"{len(_quarantine(a))} / {len(_quarantine(b))}")
-    record("honest chapters lost", 0)
-    record("syncs that went local-only", 0)
+    record(f"honest chapters lost{where}", 0)
+    record(f"syncs that went local-only{where}", 0)

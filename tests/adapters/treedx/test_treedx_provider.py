@@ -187,7 +187,9 @@ def test_state_file_has_the_recorded_keys_and_no_token(pool: Machines, chapter: 
     head = publish(a, {path: data})
     raw = (pool.mirror("a") / STATE_FILE).read_text(encoding="utf-8")
     state = json.loads(raw)
-    assert set(state) == {"origin", "head", "baseline", "staged", "offline", "repoId"}
+    assert set(state) == {"origin", "head", "baseline", "staged", "offline", "repoId",
+                          "unsafe", "lease"}
+    assert state["unsafe"] == [] and state["lease"] is None
     assert state["origin"] == pool.remote
     assert state["head"] == head
     assert state["baseline"] == {path: git_blob_id(data)}
@@ -259,3 +261,25 @@ def test_staged_files_survive_a_repair(pool: Machines, chapter: Chapter) -> None
     assert mirror_files(pool, "a") == {path: data}
     assert again.commit("m", "a") is not None
     assert again.push().pushed
+
+
+def test_unsafe_pool_paths_are_reported_never_materialized(
+    machines: Machines, fake, chapter: Chapter
+) -> None:
+    """`..` and a name over NAME_MAX in the pool: reported cut at the unsafe element (as the
+    git provider reports a tree entry), never written, and the pull goes on."""
+    a = machines.provider("a")
+    a.open()
+    fair, data = chapter("s1", 1)
+    climb = "chapters/pk/../001-climb.md"
+    long_id = "chapters/pk/" + "9" * 300 + "/001-long.md"
+    fake.move_head(machines.repository, {fair: data, climb: b"x", long_id: b"y"})
+    pulled = a.pull()
+    assert pulled.unsafe_paths == ("chapters/pk/..", "chapters/pk/" + "9" * 300)
+    assert mirror_files(machines, "a") == {fair: data}
+    assert not (machines.mirror("a").parent / "001-climb.md").exists()
+    a.close()
+    again = machines.provider("a").open()  # remembered in the state, no request needed
+    assert again.unsafe_paths == pulled.unsafe_paths
+    rebuilt = machines.provider("b").open()  # a first materialization reports them too
+    assert rebuilt.cloned and rebuilt.unsafe_paths == pulled.unsafe_paths

@@ -133,6 +133,15 @@ class TreeDXClient:
         body = self._call("GET", f"/workspaces/{_seg(workspace_id)}/status", route)
         return self._shape(body, WorkspaceStatus, route).changes
 
+    def get_workspace(self, workspace_id: str) -> Workspace:
+        route = "GET /workspaces/{id}"
+        body = self._call("GET", f"/workspaces/{_seg(workspace_id)}", route)
+        return self._shape(body, Workspace, route)
+
+    def health(self) -> None:
+        """The public liveness route: no token needed, so it tells reach from auth."""
+        self._call("GET", "/health", "GET /health")
+
     def close_workspace(self, workspace_id: str) -> None:
         self._call("POST", f"/workspaces/{_seg(workspace_id)}/close", "POST /workspaces/{id}/close",
                    json_body={})

@@ -37,6 +37,7 @@ import attrs
 import httpx
 from dsh_chapters_core.errors import ChaptersError, FailureCode, TransportError
 from dsh_chapters_core.ports.transport import (
+    HealthFinding,
     MirrorState,
     ProviderContext,
     PullResult,
@@ -46,17 +47,21 @@ from dsh_chapters_core.ports.transport import (
 
 from dsh_chapters_treedx.client import CallError, TreeDXClient
 from dsh_chapters_treedx.mirror import (
+    STATE_FILE,
     git_blob_id,
     has_entries,
+    is_bookkeeping,
     is_pool_path,
     list_files,
     move_aside,
     read_file,
     remove_file,
+    unsafe_element,
     write_file,
 )
 from dsh_chapters_treedx.remote import REPOSITORY_NAME, TreeDXRemote, parse_remote
 from dsh_chapters_treedx.state import (
+    Lease,
     Offline,
     Pending,
     StateUnreadable,
@@ -161,11 +166,13 @@ class TreeDXProvider:
                 # transport, §3.1; no request is spent here).
                 expected = set(state.baseline) | _waiting(state)
                 self._damaged = set(list_files(self._root)) != expected
-                return MirrorState(root=self.mirror_root, head=_pool_head(state))
+                return MirrorState(root=self.mirror_root, head=_pool_head(state),
+                                   unsafe_paths=state.unsafe)
             moved = str(move_aside(self._root)) if has_entries(self._root) else ""
             self._materialize()
-            return MirrorState(root=self.mirror_root, head=_pool_head(self._require_state()),
-                               cloned=True, moved_aside=moved)
+            state = self._require_state()
+            return MirrorState(root=self.mirror_root, head=_pool_head(state), cloned=True,
+                               moved_aside=moved, unsafe_paths=state.unsafe)
 
     def pull(self) -> PullResult:
         with self._guard("pull"):
@@ -184,8 +191,9 @@ class TreeDXProvider:
                     hint="the sync rebuilds the mirror from the store and publishes again (§5.2)",
                 )
             _head, changed = self._follow_remote(state)
-            after = _pool_head(self._require_state())
-            return PullResult(before, after, changed, requests=self.requests - start)
+            state = self._require_state()
+            return PullResult(before, _pool_head(state), changed, requests=self.requests - start,
+                              unsafe_paths=state.unsafe)
 
     def stage(self, files: Mapping[str, bytes]) -> StageResult:
         with self._guard("stage"):
@@ -241,6 +249,11 @@ class TreeDXProvider:
             if not state.staged.committed:
                 return PushResult(head=_pool_head(state), pushed=False)
             workspace = self._take_lease()
+            # Recorded before the first write: a push killed while it holds the lease leaves
+            # this, and `chapters doctor --repair` closes that workspace (CONTRACT.md: a
+            # crashed writer otherwise blocks the branch until its TTL runs out).
+            self._save(attrs.evolve(state, lease=Lease(workspace.workspace_id,
+                                                       workspace.expires_at or "")))
             released = False
             try:
                 if workspace.base_commit_sha != state.head:
@@ -262,12 +275,13 @@ class TreeDXProvider:
                 baseline = dict(state.baseline)
                 baseline.update(written)
                 self._save(attrs.evolve(state, head=head, baseline=baseline,
-                                        staged=Pending(paths=state.staged.paths)))
+                                        staged=Pending(paths=state.staged.paths),
+                                        lease=None if released else self._require_state().lease))
                 return PushResult(head=_pool_head(self._require_state()),
                                   pushed=head != state.head)
             finally:
-                if not released:
-                    self._release(workspace)
+                if not released and self._release(workspace):
+                    self._save(attrs.evolve(self._require_state(), lease=None))
 
     def rebuild(self) -> MirrorState:
         with self._guard("rebuild"):
@@ -284,13 +298,143 @@ class TreeDXProvider:
                 state = attrs.evolve(state, head="", staged=Pending())
                 self._save(state)
                 self._follow_remote(state)
-            return MirrorState(root=self.mirror_root, head=_pool_head(self._require_state()),
-                               cloned=True, moved_aside=moved)
+            state = self._require_state()
+            return MirrorState(root=self.mirror_root, head=_pool_head(state), cloned=True,
+                               moved_aside=moved, unsafe_paths=state.unsafe)
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+    # --- doctor (ports.transport.ProviderDoctor) -------------------------------------------
+
+    def diagnose(self) -> tuple[HealthFinding, ...]:
+        """The mirror and its state file (local), then what only the service knows, in at most
+        three bounded requests (treedxFetchTimeoutMs each): is it reachable, does it take the
+        token, and is a lease this mirror's killed push left still held (CONTRACT.md)."""
+        found: list[HealthFinding] = []
+        state_path = str(self._root / STATE_FILE)
+        state: TreeDXState | None = None
+        try:
+            state = load_state(self._root)
+        except StateUnreadable as exc:
+            found.append(HealthFinding(
+                "mirror-unusable", state_path, f"the state file does not read ({exc})",
+                "move the mirror aside and materialize it from the pool (§5.2)"))
+        if state is not None and (state.origin != self._remote.origin or not state.repo_id):
+            found.append(HealthFinding(
+                "mirror-unusable", state_path, "the mirror belongs to another pool "
+                f"({state.origin[:120]})",
+                "move the mirror aside and materialize it from the pool (§5.2)"))
+            state = None
+        if state is not None:
+            try:
+                found += self._mirror_health(state)
+            except OSError as exc:  # a directory where a file belongs, a permission
+                found.append(HealthFinding(
+                    "mirror-unusable", self.mirror_root,
+                    f"the mirror does not read ({type(exc).__name__}, errno {exc.errno})",
+                    "move the mirror aside and materialize it from the pool (§5.2)"))
+            for path in state.unsafe:
+                found.append(HealthFinding("pool-unsafe-path", path, "an unsafe path element "
+                                           "in the pool; never materialized", ""))
+        found += self._service_health(state)
+        return tuple(found)
+
+    def _mirror_health(self, state: TreeDXState) -> list[HealthFinding]:
+        waiting = _waiting(state)
+        missing = differ = 0
+        for path, object_id in state.baseline.items():
+            if path in waiting:
+                continue
+            data = read_file(self._root, path)
+            if data is None:
+                missing += 1
+            elif git_blob_id(data) != object_id:
+                differ += 1
+        extra = sum(1 for p in list_files(self._root) if p not in state.baseline
+                    and p not in waiting)
+        lost = sum(1 for p in waiting if read_file(self._root, p) is None)
+        if not (missing or differ or extra or lost):
+            return []
+        return [HealthFinding(
+            "mirror-corrupt", self.mirror_root,
+            f"{missing} file(s) missing, {differ} changed, {extra} extra against pool head "
+            f"{_short(state.head)} ({len(state.baseline)} files); {lost} of {len(waiting)} "
+            "waiting to be pushed lost",
+            "re-read the pool's files into the mirror (§5.2: the mirror is transport; the next "
+            "sync publishes from the store again)")]
+
+    def _service_health(self, state: TreeDXState | None) -> list[HealthFinding]:
+        origin = self._remote.origin
+        try:
+            api = self._api()
+        except TransportError as exc:
+            return [HealthFinding("pool-token-missing", origin, exc.message, "")]
+        try:
+            api.health()
+        except (CallError, TransportError) as exc:
+            code = exc.code.value if isinstance(exc, TransportError) else f"HTTP {exc.status}"
+            return [HealthFinding(
+                "pool-unreachable", origin,
+                f"GET /health failed ({code}) within {self._config.treedx_fetch_timeout_ms} ms; "
+                "syncs stay local-only until it answers", "")]
+        if state is None:
+            return []
+        try:
+            api.list_paths(state.repo_id, ListPathsRequest(ref=BRANCH, limit=1))
+        except CallError as exc:
+            failure = self._failure(exc, "doctor")
+            code = "pool-token-rejected" if failure.code is FailureCode.AUTH else (
+                "pool-not-found" if failure.code is FailureCode.NOT_FOUND else
+                "pool-unreachable")
+            return [HealthFinding(code, origin, f"{failure.message}; next: {failure.hint}", "")]
+        except TransportError as exc:
+            return [HealthFinding("pool-unreachable", origin,
+                                  f"{exc.message} ({exc.code.value})", "")]
+        if state.lease is None:
+            return []
+        lease = state.lease
+        try:
+            workspace = api.get_workspace(lease.workspace_id)
+        except (CallError, TransportError):
+            return []  # gone, expired or ended: the record is stale, the next push drops it
+        if workspace.status != "ready":
+            return []
+        until = workspace.expires_at or lease.expires_at or "its TTL"
+        return [HealthFinding(
+            "pool-lease-held", lease.workspace_id,
+            f"a push from this machine that did not finish left workspace {lease.workspace_id} "
+            f"holding the pool's writable lease (until {until}, ttl "
+            f"{self._config.treedx_workspace_ttl_seconds} s); every machine's push waits for it",
+            "close that workspace: the lease ends now, nothing is committed")]
+
+    def repair(self, finding: HealthFinding) -> str:
+        if finding.code in ("mirror-unusable", "mirror-corrupt"):
+            moved = ""
+            if finding.code == "mirror-corrupt":
+                self.rebuild()  # re-reads only what differs, drops what the pool lacks
+            else:
+                with self._guard("rebuild"):
+                    self._state = None
+                    moved = str(move_aside(self._root)) if has_entries(self._root) else ""
+                    self._materialize()
+            return "re-read the mirror from the pool" + (
+                f" (the old one is at {moved})" if moved else "")
+        if finding.code == "pool-lease-held":
+            state = self._load_own_state()
+            if state is None or state.lease is None or \
+                    state.lease.workspace_id != finding.path:
+                return "left alone: the push that held it has finished"
+            try:
+                self._api().close_workspace(state.lease.workspace_id)
+            except CallError as exc:
+                if exc.status not in (404, 409):
+                    raise self._failure(exc, "doctor") from None
+            self._save(attrs.evolve(state, lease=None))
+            return f"closed workspace {finding.path}: the pool's writable lease is free"
+        return ""
 
     # --- read side -------------------------------------------------------------------------
 
@@ -323,7 +467,18 @@ class TreeDXProvider:
 
     def _apply_listing(self, state: TreeDXState) -> tuple[str, tuple[str, ...]]:
         head, entries = self._walk(state.repo_id)
-        remote = {e.path: e.object_id for e in entries if e.kind == "blob" and is_pool_path(e.path)}
+        remote: dict[str, str] = {}
+        unsafe: set[str] = set()
+        for entry in entries:
+            if entry.kind != "blob" or is_bookkeeping(entry.path):
+                continue
+            bad = unsafe_element(entry.path)
+            if bad is None:
+                remote[entry.path] = entry.object_id
+            else:
+                # never materialized; reported so copy-in quarantines it and the sync goes on
+                # (an overlong name would otherwise fail every pull with ENAMETOOLONG)
+                unsafe.add(bad)
         keep = _waiting(state)  # files waiting to be pushed stay as staged
         wanted = []
         for path, object_id in sorted(remote.items()):
@@ -338,7 +493,8 @@ class TreeDXProvider:
         gone = [path for path in list_files(self._root) if path not in remote and path not in keep]
         for path in gone:
             remove_file(self._root, path)
-        self._save(attrs.evolve(state, head=head, baseline=remote))
+        self._save(attrs.evolve(state, head=head, baseline=remote,
+                                unsafe=tuple(sorted(unsafe))))
         self._damaged = False
         return head, tuple(sorted(wanted + gone))
 
@@ -493,15 +649,18 @@ class TreeDXProvider:
             )
         return exc
 
-    def _release(self, workspace: Workspace) -> None:
-        """Best effort: a lease we cannot close ends at its TTL (CONTRACT.md)."""
+    def _release(self, workspace: Workspace) -> bool:
+        """Best effort: a lease we cannot close ends at its TTL (CONTRACT.md). True when the
+        server took the close, so the lease record can go."""
         if self._client is None:
-            return
+            return False
         try:
             self._client.close_workspace(workspace.workspace_id)
         except (CallError, TransportError) as exc:
             log.info("treedx: could not close workspace (%s); its lease ends at the TTL",
                      type(exc).__name__)
+            return False
+        return True
 
     # --- state, credentials, failures --------------------------------------------------------
 

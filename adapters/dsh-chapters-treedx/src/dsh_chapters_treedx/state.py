@@ -7,7 +7,10 @@
 - `staged`: paths written by `stage` (`paths`) and recorded by `commit` (`committed`), not yet
   pushed, with the commit message and author;
 - `offline`: the failure code and time of the last failed call, or null once a call succeeds;
-- `repoId`: the managed repository `POST /repos` resolved.
+- `repoId`: the managed repository `POST /repos` resolved;
+- `unsafe`: pool paths at `head` that are never materialized (an unsafe element such as `..`
+  or a name over 255 bytes), cut at that element; copy-in quarantines them;
+- `lease`: the writable workspace a push opened and has not yet seen end (null otherwise).
 """
 
 from __future__ import annotations
@@ -43,6 +46,16 @@ class Offline:
 
 
 @attrs.frozen
+class Lease:
+    """The writable workspace a push holds while it writes (CONTRACT.md: the lease). Recorded
+    before the first write and cleared once the lease has ended, so a push killed in between
+    leaves a record `chapters doctor` can find and close."""
+
+    workspace_id: str
+    expires_at: str = ""  # as the server sent it ("" when it sent none)
+
+
+@attrs.frozen
 class TreeDXState:
     origin: str
     repo_id: str
@@ -50,6 +63,8 @@ class TreeDXState:
     baseline: dict[str, str] = attrs.field(factory=dict)
     staged: Pending = attrs.field(factory=Pending)
     offline: Offline | None = None
+    unsafe: tuple[str, ...] = ()  # pool paths at `head` never materialized (`..`, overlong)
+    lease: Lease | None = None  # a writable workspace this mirror's push opened, not yet ended
 
 
 class StateUnreadable(Exception):
@@ -58,6 +73,10 @@ class StateUnreadable(Exception):
 
 def _make_state_converter() -> cattrs.Converter:
     conv = make_converter(forbid_extra_keys=True)  # our own file: anything else is corruption
+    lease: dict[str, Any] = {"workspace_id": override(rename="workspaceId"),
+                             "expires_at": override(rename="expiresAt")}
+    conv.register_structure_hook(Lease, make_dict_structure_fn(Lease, conv, **lease))
+    conv.register_unstructure_hook(Lease, make_dict_unstructure_fn(Lease, conv, **lease))
     rename: dict[str, Any] = {"repo_id": override(rename="repoId")}
     conv.register_structure_hook(TreeDXState, make_dict_structure_fn(TreeDXState, conv, **rename))
     conv.register_unstructure_hook(

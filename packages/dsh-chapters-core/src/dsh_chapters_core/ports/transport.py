@@ -134,8 +134,10 @@ class HealthFinding:
 
 @runtime_checkable
 class ProviderDoctor(Protocol):
-    """What a provider may add for `chapters doctor`: local checks only (no network), and the
-    repair of what it found (§5.2: a corrupt mirror is rebuilt, never patched)."""
+    """What a provider may add for `chapters doctor`: checks of its mirror, plus bounded
+    requests (within the provider's own timeouts) only where the pool keeps no local trace
+    (TreeDX: reachability, the token, a lease a killed push left); and the repair of what it
+    found (§5.2: a corrupt mirror is rebuilt, never patched)."""
 
     def diagnose(self) -> tuple[HealthFinding, ...]: ...
 

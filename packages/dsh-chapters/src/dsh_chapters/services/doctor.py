@@ -4,9 +4,10 @@ found and what `--repair` would do, and do it only when asked.
 Repairs never lose stored content: a symlink standing in for a chapter is removed (it is not
 ours; its target is left alone), a corrupt mirror is moved aside and rebuilt from the pool
 (§5.2: the mirror is transport), an index that does not read is rebuilt from the chapters
-(§10.2: it is derived), a stale pool lock is cleared only when no process holds it, and
-credential files go back to 0600. A chapter whose frontmatter does not read is listed, never
-rewritten (§1 invariant 3): a person fixes it.
+(§10.2: it is derived), a stale pool lock is cleared only when no process holds it, a TreeDX
+lease this machine's killed push left is closed (CONTRACT.md: it would block every machine's
+push until its TTL), and credential files go back to 0600. A chapter whose frontmatter does
+not read is listed, never rewritten (§1 invariant 3): a person fixes it.
 """
 
 from __future__ import annotations
