@@ -118,13 +118,23 @@ def _render(results: Results, outcome: str) -> str:
         "  server log after a networked run and a wrong-token sync; credential files are 0600",
         "  under DSH_HOME (§2.1).",
         "",
+        "- A loopback proxy in front of a `git http-backend` pool and the TreeDX fake injects",
+        "  refused connections, resets mid-body, 401, 403, 500, 503 with Retry-After, stalled and",
+        "  truncated bodies, on the pull and on the push: archive never fails, sync exits 1 with",
+        "  its failure code (no traceback, no token), status shows local-only with the pending",
+        "  count, and the next sync delivers the backlog.",
+        "- The hostile pool is planted into local-path, `git http-backend` and TreeDX pools; the",
+        "  SIGKILLs hit archive, sync (local, mid-request over HTTP and TreeDX), index builds and",
+        "  enrichment (in a model call and at its store writes).",
+        "",
         "## Not in this suite yet",
         "",
-        "- The fault-injecting loopback proxy (refused connections, resets, 401/403/500/503,",
-        "  slow and truncated bodies). The existing adapter tests cover those failures one at a",
-        "  time.",
-        "- The hostile-pool and SIGKILL parts run against local-path git pools only (not",
-        "  `git http-backend` or the TreeDX fake), and SIGKILLs do not cover enrichment.",
+        "- The soak's three machines run as threads of one process (their syncs race on the",
+        "  pool for real), not as three processes.",
+        "- A TreeDX lease taken by a push killed before it heard the answer is not recorded",
+        "  anywhere, so `chapters doctor --repair` cannot close it: it ends at its TTL.",
+        "- The git adapter words an HTTP 500 and a truncated answer as `refused`, whose next",
+        "  step (check the pool's URL) does not help; TreeDX calls a 500 `network`.",
         "",
         "## The last run",
         "",
@@ -137,8 +147,10 @@ def _render(results: Results, outcome: str) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {p} | {m} | {v} |" for p, m, v in results.rows]
+    from tests.reliability.served_pools import SIZES as SERVED  # the networked parts' sizes
+
     lines += ["", "Sizes (bounded, full): " + ", ".join(
-        f"{k} {b}/{f}" for k, (b, f) in SIZES.items()), ""]
+        f"{k} {b}/{f}" for k, (b, f) in {**SIZES, **SERVED}.items()), ""]
     return "\n".join(lines)
 
 

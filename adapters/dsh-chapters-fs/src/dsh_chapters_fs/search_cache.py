@@ -254,12 +254,8 @@ class SqliteSearchCache:
         reset: bool = False,
     ) -> None:
         db = self.db
-        rows: list[tuple[object, ...]] = []
-        profiles: dict[str, BodyProfile] = {}
-        for entry, sha in upserts:
-            profile = profiles[entry.path] = body_profile(entry.body, self.passage_lines)
-            rows.append(_row(entry, sha, profile))
-        paths = [str(r[4]) for r in rows]
+        pending = list(upserts)
+        paths = [entry.path for entry, _ in pending]
         db.execute("BEGIN IMMEDIATE")
         try:
             if reset:
@@ -279,19 +275,19 @@ class SqliteSearchCache:
                     db.executemany("DELETE FROM entries WHERE id = ?", [(r[0],) for r in old])
                     db.executemany("DELETE FROM keys WHERE id = ?", [(r[0],) for r in old])
                     db.executemany("DELETE FROM bodytf WHERE id = ?", [(r[0],) for r in old])
-            db.executemany(
-                f"INSERT INTO entries(sha256, session_dir, legacy, tokens, {_COLUMNS}, "
-                f"body_words, body_lines) VALUES ({','.join('?' * 24)})", rows)
+            insert = (f"INSERT INTO entries(sha256, session_dir, legacy, tokens, {_COLUMNS}, "
+                      f"body_words, body_lines) VALUES ({','.join('?' * 24)})")
+            # One entry at a time: a body's profile holds a pair per distinct term, so a batch
+            # of them at once is what bounded a rebuild's memory, not the bodies themselves.
+            for entry, sha in pending:
+                profile = body_profile(entry.body, self.passage_lines)
+                row_id = db.execute(insert, _row(entry, sha, profile)).lastrowid
+                db.executemany("INSERT INTO bodytf(term, id, m, l) VALUES (?, ?, ?, ?)",
+                               ((term, row_id, n, profile.shortest[term])
+                                for term, n in profile.counts.items()))
             to_terms = "INSERT INTO terms(rowid, tokens) SELECT id, tokens FROM entries"
             to_keys = ("INSERT INTO keys SELECT id, date_key, path, project_key, legacy, rule_id, "
                        "body_words, body_lines FROM entries")
-            for chunk in _chunks(paths):
-                marks = ",".join("?" * len(chunk))
-                ids = db.execute(f"SELECT path, id FROM entries WHERE path IN ({marks})", chunk)
-                db.executemany("INSERT INTO bodytf(term, id, m, l) VALUES (?, ?, ?, ?)",
-                               ((term, row_id, n, profiles[path].shortest[term])
-                                for path, row_id in ids.fetchall()
-                                for term, n in profiles[path].counts.items()))
             if reset:
                 db.execute(to_terms)
                 db.execute(to_keys)

@@ -53,11 +53,16 @@ def _plugin_from(entry: EntryPoint, port: type[P]) -> P | None:
     return candidate
 
 
+def entry_points(*, group: str) -> Iterable[EntryPoint]:
+    """The installed entry points of `group` (importlib.metadata, loaded on first use)."""
+    from importlib.metadata import entry_points as installed
+
+    return installed(group=group)
+
+
 def load_plugins(group: str, port: type[P],
                  entries: Iterable[EntryPoint] | None = None) -> dict[str, P]:
     """Installed plugins of one group by entry-point name; the first of a name wins."""
-    from importlib.metadata import entry_points
-
     plugins: dict[str, P] = {}
     seen: set[str] = set()
     for entry in entry_points(group=group) if entries is None else entries:

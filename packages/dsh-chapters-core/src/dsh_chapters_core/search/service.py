@@ -564,6 +564,8 @@ class SearchService:
         generation = self._generation()
         if door.state is None or not door.notes_path or not generation.isdigit():
             return
+        if not self._index_generation(door):
+            return  # no index yet: the first query builds it whole, notes or not
         line = json.dumps({"generation": int(generation), "paths": sorted(set(changed))},
                           sort_keys=True, separators=(",", ":")) + "\n"
         # Read and rewritten whole: the file holds only the notes no query consumed yet. A
