@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from pathlib import Path
 
 import pytest
 from dsh_chapters.cli import main
+from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.commands.search import PROGRESS_MIN_FILES, progress_bar
+from dsh_chapters.present import progress_line
 from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_fs.lock import read_generation
 
@@ -310,3 +314,24 @@ def test_a_query_trusts_the_generation_and_chapters_index_walks(
               summary="quokka vet", topics=["quokka"], projectKey=key, sessionId="s8",
               date="2026-11-07T10:00:00Z")
     assert as_json(ws, capsys, "search", "quokka")["total"] == 2
+
+
+def test_the_rebuild_bar_is_drawn_on_a_terminal_only(workspace: Path) -> None:
+    """`chapters search` draws its progress bar on a terminal's stderr, never into a pipe."""
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert progress_bar(Invocation(cwd=workspace, json=False, env={},
+                                   stderr=io.StringIO())) is None
+    screen = Terminal()
+    draw = progress_bar(Invocation(cwd=workspace, json=False, env={}, stderr=screen))
+    assert draw is not None
+    draw("read", 5, PROGRESS_MIN_FILES - 1)  # too small to be worth a bar
+    assert screen.getvalue() == ""
+    total = PROGRESS_MIN_FILES * 2
+    draw("read", total // 2, total)
+    draw("read", total, total)
+    assert screen.getvalue() == (progress_line("read", total // 2, total)
+                                 + progress_line("read", total, total) + "\n")
+    assert progress_line("read", total // 2, total).endswith(f"{total // 2}/{total} (50%)")

@@ -101,3 +101,19 @@ def test_noted_writes_are_read_without_a_walk_and_a_gap_walks() -> None:
     svc.bring_current(door)
     assert CountingTree.walks > walks
     assert svc.search(SearchRequest(query="retry")).total == 3
+
+
+def test_a_whole_door_reports_its_progress_to_the_end() -> None:
+    """While a door is read whole, the caller hears (phase, done, total), rising to the end:
+    what `chapters search` and `chapters index` draw a bar with on a terminal."""
+    files = {chapter_path(f"s{n % 9}", n, "c"): document_text(
+        title=f"chapter {n}", date="2026-09-01T00:00:00Z", body=f"retry {n}\n")
+        for n in range(1, 601)}
+    tree = MemoryDerivedTree(files=files)
+    service = svc(tree, MemorySearchCache())
+    heard: list[tuple[str, int, int]] = []
+    service.progress = lambda phase, done, total: heard.append((phase, done, total))
+    service.refresh(service.doors[0])
+    reads = [(d, t) for p, d, t in heard if p == "read"]
+    assert reads[0] == (0, 600) and reads[-1] == (600, 600)
+    assert [d for d, _ in reads] == sorted(d for d, _ in reads)

@@ -136,3 +136,14 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> 
     if report.wrote_nothing and report.turns_complete:
         lines.append("  nothing new: every completed turn was already archived")
     return lines
+
+
+PROGRESS_PHASES = {"read": "reading chapters", "cache": "filling the search cache"}
+
+
+def progress_line(phase: str, done: int, total: int, width: int = 24) -> str:
+    """One redrawn line of a terminal progress bar: `search: reading chapters [####    ] 40%`."""
+    share = done / total if total else 1.0
+    filled = min(width, int(share * width))
+    bar = "#" * filled + " " * (width - filled)
+    return f"\rsearch: {PROGRESS_PHASES.get(phase, phase)} [{bar}] {done}/{total} ({share:.0%})"

@@ -184,6 +184,9 @@ class SearchService:
     core_rules: Callable[[], frozenset[str]] | None = None  # injected by the rules use case
     # The store's writer generation (bumped as each writer section starts); "" = unknown.
     generation: Callable[[], str] | None = None
+    # Told (phase, done, total) while a whole door is read or cached: "read" then "cache".
+    # A caller on a terminal draws a progress bar with it; words are the caller's.
+    progress: Callable[[str, int, int], None] | None = None
 
     def close(self) -> None:
         for door in self.doors:
@@ -499,6 +502,8 @@ class SearchService:
                 upserts.append((entry_from_document(doc, aliases=curation.aliases,
                                                     pins=curation.pins_of(path)), actual))
             last = start + batch >= len(stale)
+            if self.progress is not None and len(stale) > batch:
+                self.progress("cache", min(start + batch, len(stale)), len(stale))
             cache.apply(upserts=upserts, removed=removed if start == 0 else (),
                         reset=reset and start == 0, state=new_state if last else {})
 
@@ -517,8 +522,11 @@ class SearchService:
         read before it began; a writer that started since has bumped it past that."""
         generation = self._generation() if changed is None else ""
         tokens = self._load_tokens(door)
+        told = self.progress
         update = update_index(door.tree, layout=door.layout, reader=door.reader,
-                              fingerprints=tokens, rebuild=rebuild, changed=changed)
+                              fingerprints=tokens, rebuild=rebuild, changed=changed,
+                              progress=None if told is None else (
+                                  lambda done, total: told("read", done, total)))
         if door.state is not None and door.state_path and dict(update.fingerprints) != tokens:
             door.state.write(door.state_path, json.dumps(
                 dict(update.fingerprints), sort_keys=True, separators=(",", ":")).encode("utf-8"))

@@ -10,6 +10,7 @@ line caps, the store first, then the mirror.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from dsh_chapters_core.curation import edits_path
@@ -19,7 +20,7 @@ from dsh_chapters_core.search.packing import AnswerStatus
 from dsh_chapters_core.search.service import SearchRequest
 
 from dsh_chapters.commands.invocation import Invocation
-from dsh_chapters.present import cli_argument
+from dsh_chapters.present import cli_argument, progress_line
 from dsh_chapters.services.search import (
     EmptyQueryError,
     merge_topics,
@@ -28,15 +29,32 @@ from dsh_chapters.services.search import (
     search_answer,
 )
 
+PROGRESS_MIN_FILES = 500  # a smaller index builds before a bar would be read
+
 ARTIFACT_ACTIONS = tuple(str(a) for a in (ArtifactAction.READ, ArtifactAction.TOC,
                                           ArtifactAction.SEARCH))
+
+
+def progress_bar(inv: Invocation) -> Callable[[str, int, int], None] | None:
+    """A bar on stderr while a whole index is built, on a terminal only (never in a pipe,
+    a hook or `--json` output that a program reads)."""
+    isatty = getattr(inv.stderr, "isatty", None)
+    if isatty is None or not isatty():
+        return None
+
+    def draw(phase: str, done: int, total: int) -> None:
+        if total >= PROGRESS_MIN_FILES:
+            inv.stderr.write(progress_line(phase, done, total) + ("\n" if done >= total else ""))
+            inv.stderr.flush()
+
+    return draw
 
 
 def run_search(args: argparse.Namespace, inv: Invocation) -> int:
     query = " ".join(args.query)
     app = inv.app
     try:
-        answer = search_answer(app, SearchRequest(
+        answer = search_answer(app, on_progress=progress_bar(inv), request=SearchRequest(
             query=query, max_tokens=args.max_tokens, topic=args.topic or "",
             cross_project=args.cross_project, project_key=app.identity.project_key,
             snippets=not args.no_snippets), on_rebuilt=lambda report: inv.stderr.write(
@@ -54,7 +72,7 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_index(args: argparse.Namespace, inv: Invocation) -> int:
-    reports = refresh_index(inv.app, rebuild=args.rebuild)
+    reports = refresh_index(inv.app, rebuild=args.rebuild, on_progress=progress_bar(inv))
     lines = [r.line() for r in reports]
     for report in reports:
         for candidate in report.candidates:

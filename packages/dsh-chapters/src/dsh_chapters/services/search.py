@@ -69,12 +69,15 @@ def check_query(query: str, topic: str) -> None:
 
 
 def search_answer(app: App, request: SearchRequest, *,
-                  on_rebuilt: Callable[[RefreshReport], object] | None = None) -> SearchAnswer:
+                  on_rebuilt: Callable[[RefreshReport], object] | None = None,
+                  on_progress: Callable[[str, int, int], None] | None = None) -> SearchAnswer:
     """Bring each door's index up to date (O(delta): only new or changed files are read),
     then rank with the one scorer and pack to the request's budget. `on_rebuilt` hears of a
-    door whose index was missing, corrupt or of an older schema and was rebuilt."""
+    door whose index was missing, corrupt or of an older schema and was rebuilt;
+    `on_progress` hears (phase, done, total) while a whole door is read or cached."""
     check_query(request.query, request.topic)
     service = app.open_search()
+    service.progress = on_progress
     try:
         for door in service.doors:
             report = service.bring_current(door)  # a walk of stats; reads only what changed
@@ -111,9 +114,12 @@ def bring_current(app: App) -> None:
         service.close()
 
 
-def refresh_index(app: App, *, rebuild: bool) -> list[RefreshReport]:
+def refresh_index(app: App, *, rebuild: bool,
+                  on_progress: Callable[[str, int, int], None] | None = None
+                  ) -> list[RefreshReport]:
     """`chapters index`: every door, with the vocabulary pass; `rebuild` is the recovery path."""
     service = app.open_search()
+    service.progress = on_progress
     try:
         with app.lock.hold(app.config.sync_timeout_ms / 1000):  # vocabApply writes facts
             return [service.refresh(door, rebuild=rebuild, vocabulary=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dsh_chapters_core.documents import Document
@@ -70,6 +70,7 @@ def update_index(
     fingerprints: Mapping[str, str] | None = None,
     rebuild: bool = False,
     changed: Iterable[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> IndexUpdate:
     """Bring `index/` and `topics/vocabulary.json` up to date under `tree`'s root.
 
@@ -89,7 +90,7 @@ def update_index(
                               None if changed is None else list(changed))
         if delta is not None:
             return delta
-    return _update_full(tree, layout, reader, prior, curation, fingerprints, changed)
+    return _update_full(tree, layout, reader, prior, curation, fingerprints, changed, progress)
 
 
 @dataclass
@@ -106,6 +107,7 @@ class _Reads:
 # Documents an update keeps in memory for the search cache; a rebuild of a big corpus keeps
 # none past this, so building never holds the corpus (the cache re-reads, batch by batch).
 KEEP_LOADED = 1000
+_PROGRESS_EVERY = 250  # files read between two progress reports
 
 
 def _read_candidate(tree: DerivedTree, layout: DoorLayout, reader: DocumentReader, path: str,
@@ -227,6 +229,7 @@ def _update_full(
     curation: Curation,
     fingerprints: Mapping[str, str] | None,
     changed: Iterable[str] | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> IndexUpdate:
     """Every shard derived from every record: the recovery path, and the path after the
     curation facts changed. Inputs whose bytes the manifest already has are not re-parsed."""
@@ -243,7 +246,9 @@ def _update_full(
         candidates = {p: t for p, t in current.items() if t}
 
     reads = _Reads()
-    for path, token in candidates.items():
+    for done, (path, token) in enumerate(candidates.items()):
+        if progress is not None and done % _PROGRESS_EVERY == 0:
+            progress(done, len(candidates))
         old = records.get(path)
         if old is not None and token and tokens.get(path) == token:
             continue
@@ -251,6 +256,8 @@ def _update_full(
         tokens[path] = token
         if new is not None:
             records[path] = new
+    if progress is not None:
+        progress(len(candidates), len(candidates))
     for path in removed:
         records.pop(path)
         tokens.pop(path, None)
