@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from dsh_chapters_core.config import DEFAULTS
@@ -169,6 +169,22 @@ def _phrase(term: str, mark: str) -> str:
 def _match(terms: Sequence[str]) -> str:
     """An FTS5 query for "any of these terms, in any field"."""
     return " OR ".join(_phrase(t, m) for t in terms for m in _FIELD_MARKS)
+
+
+def _field_hits(terms: Sequence[str], weights: LexicalWeights,
+                match: Callable[[str, str], str]) -> tuple[list[str], list[object]]:
+    """One SELECT per term and field, each row an (id, weight, category hit) of the lexical
+    bound; `match` words the FTS5 query of one (term, field)."""
+    arms: list[str] = []
+    params: list[object] = []
+    field_weights = (weights.topic, weights.title, weights.summary)
+    for term in dict.fromkeys(terms):
+        for mark, weight in zip(_FIELD_MARKS, field_weights, strict=False):
+            arms.append("SELECT rowid AS id, ? AS w, 0 AS cat FROM terms WHERE terms MATCH ?")
+            params += [weight, match(term, mark)]
+        arms.append("SELECT rowid, 0.0, 1 FROM terms WHERE terms MATCH ?")
+        params.append(match(term, _FIELD_MARKS[3]))
+    return arms, params
 
 
 class SqliteSearchCache:
@@ -358,15 +374,7 @@ class SqliteSearchCache:
                 query = f'({query} NOT "{_LEGACY}")'
             return query
 
-        hits: list[str] = []
-        params: list[object] = []
-        field_weights = (weights.topic, weights.title, weights.summary)
-        for term in dict.fromkeys(terms):
-            for mark, weight in zip(_FIELD_MARKS, field_weights, strict=False):
-                hits.append("SELECT rowid AS id, ? AS w, 0 AS cat FROM terms WHERE terms MATCH ?")
-                params += [weight, arm(term, mark)]
-            hits.append("SELECT rowid, 0.0, 1 FROM terms WHERE terms MATCH ?")
-            params.append(arm(term, _FIELD_MARKS[3]))
+        hits, params = _field_hits(terms, weights, arm)
         # Every scored row is plain and in scope: count it as is, and join only the rows at
         # or above the `limit`-th bound (ties there are ordered by date, then path).
         sql = f"""
@@ -427,15 +435,7 @@ class SqliteSearchCache:
             return None
         if not terms and (body is None or not body.terms):
             return BoundedCandidates(total=0, rows=iter(()))
-        arms: list[str] = []
-        arm_params: list[object] = []
-        field_weights = (weights.topic, weights.title, weights.summary)
-        for term in dict.fromkeys(terms):
-            for mark, weight in zip(_FIELD_MARKS, field_weights, strict=False):
-                arms.append("SELECT rowid AS id, ? AS w, 0 AS cat FROM terms WHERE terms MATCH ?")
-                arm_params += [weight, _phrase(term, mark)]
-            arms.append("SELECT rowid, 0.0, 1 FROM terms WHERE terms MATCH ?")
-            arm_params.append(_phrase(term, _FIELD_MARKS[3]))
+        arms, arm_params = _field_hits(terms, weights, _phrase)
         parts: list[str] = []
         params: list[object] = []
         if arms:
