@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.documents import Document, DocumentKind
+from dsh_chapters_core.notice_words import NoticeWords
 from dsh_chapters_core.ports.rules import DocumentShelf
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.rules import (
@@ -30,22 +31,6 @@ from dsh_chapters_core.rules import (
 MODIFIED_MARK = "⚠ modified since archived"
 _CHAPTER_NAME = re.compile(r"^[0-9]{3,}-[^/]*\.md$")
 PATH_DERIVED = "path-derived"
-
-
-@dataclass(frozen=True, slots=True)
-class NoticeWords:
-    """How the notice's reader reaches each door, in the caller's words (the CLI's are
-    `chapters rule list` and so on). The core names no caller's command; these neutral
-    defaults name the use cases, for callers that have no words of their own."""
-
-    list_rules: str = "rule list"  # every rule's text
-    list_category: str = "rule list <category>"  # one category's rules
-    revoke_rule: str = "rule revoke <id>"
-    add_rule: str = "rule add"
-    list_chapters: str = "chapter list"  # every chapter of the store
-    search: str = 'search "<query>"'
-    raise_budget: str = "max_tokens=N"  # ask again with a larger token budget
-    search_topic: str = "search topic=<topic>"  # one whole topic shard
 
 
 @dataclass(frozen=True, slots=True)

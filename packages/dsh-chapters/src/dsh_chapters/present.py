@@ -9,10 +9,15 @@ the same codes as its tools and their arguments).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from dsh_chapters_core.archive import ArchivedChapter, ArchiveReport
 from dsh_chapters_core.errors import Argument, ArgumentError, ChaptersError, NextStep
-from dsh_chapters_core.notice import NoticeWords
+from dsh_chapters_core.notice_words import NoticeWords
+
+if TYPE_CHECKING:
+    # Annotations only: every command imports this module (for its error text), and the
+    # archive use case is heavy to load for a command that never archives.
+    from dsh_chapters_core.archive import ArchivedChapter, ArchiveReport
 
 _FLAGS: Mapping[Argument, str] = {
     Argument.MAX_TOKENS: "--max-tokens",
