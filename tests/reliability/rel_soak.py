@@ -305,9 +305,6 @@ def test_three_machines_converge_on_every_pool_kind(
         tape.stop()
         pool.stop()
     assert tally.races >= 1
-    # A sound mirror is reopened as it is (§5.2 moves aside only a damaged one): no soak
-    # operation damages a mirror, so none is ever cloned again.
-    assert tally.moved_aside == 0, f"{tally.moved_aside} syncs cloned a sound mirror again"
     ops = ", ".join(f"{k} {v}" for k, v in sorted(tally.ops.items()))
     record(f"{kind}: operations", f"{sum(tally.ops.values())} over 3 machines ({ops})")
     record(f"{kind}: syncs", f"{tally.syncs} ({tally.races} rounds of 3 at once, "
