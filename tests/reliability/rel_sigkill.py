@@ -50,6 +50,29 @@ ORIGIN = "https://github.com/acme/widgets.git"
 SEED = 1616
 
 
+
+def _kill_when_parked(workspace: Path, command: list[str], env: dict[str, str],
+                      proxy: FaultProxy) -> bool:
+    """Run `chapters <command>` and SIGKILL it once the proxy holds its request: True when it
+    was killed there, False when it finished first (bounded at 60 s either way)."""
+    proc = subprocess.Popen([sys.executable, "-m", "dsh_chapters", "-C", str(workspace),
+                             *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proxy.parked.wait(timeout=0.05):
+                proc.send_signal(signal.SIGKILL)
+                return True
+            if proc.poll() is not None:
+                return False
+        raise AssertionError(f"`chapters {' '.join(command)}` neither finished nor reached its "
+                             "kill point in 60 s")
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        proxy.release()
+
 def _machine(root: Path, name: str) -> Machine:
     workspace = root / name / "widgets"
     (workspace / ".git").mkdir(parents=True)
@@ -167,22 +190,7 @@ def _kill_in_flight(m: Machine, pool: ServedPool, number: int, stage: str) -> bo
     assert proxy is not None
     proxy.park_at(number, stage)
     env = {**os.environ, **m.env}
-    proc = subprocess.Popen([sys.executable, "-m", "dsh_chapters", "-C", str(m.workspace),
-                             "sync"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proxy.parked.wait(timeout=0.05):
-                proc.send_signal(signal.SIGKILL)
-                return True
-            if proc.poll() is not None:
-                return False
-        raise AssertionError("the sync neither finished nor reached its kill point in 60 s")
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
-        proxy.release()
+    return _kill_when_parked(m.workspace, ["sync"], env, proxy)
 
 
 @pytest.mark.slow
@@ -341,19 +349,4 @@ def test_sigkills_during_enrichment_leave_no_corrupt_chapter_and_no_stuck_lock(
 def _kill_enrich_in_flight(m: Machine, proxy: FaultProxy, number: int, stage: str) -> bool:
     """`chapters enrich run` with its `number`-th model call held at `stage`; SIGKILL it."""
     proxy.park_at(number, stage)
-    proc = subprocess.Popen([sys.executable, "-m", "dsh_chapters", "-C", str(m.workspace),
-                             "enrich", "run"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, **m.env})
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proxy.parked.wait(timeout=0.05):
-                proc.send_signal(signal.SIGKILL)
-                return True
-            if proc.poll() is not None:
-                return False
-        raise AssertionError("the run neither finished nor reached its kill point in 60 s")
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
-        proxy.release()
+    return _kill_when_parked(m.workspace, ["enrich", "run"], {**os.environ, **m.env}, proxy)
