@@ -143,6 +143,19 @@ class Machine:
 MakeMachine = Callable[[str], Machine]
 
 
+def project_clone(root: Path, name: str) -> Machine:
+    """A clone of the same project (§2.3: one origin, one projectKey) at `root/<name>`, with
+    its own DSH_HOME and harness id: the machine the reliability and viewer suites start from."""
+    workspace = root / name / "widgets"
+    (workspace / ".git").mkdir(parents=True)
+    (workspace / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {PROJECT_ORIGIN}\n')
+    home = root / name / "home"
+    home.mkdir()
+    env = {"DSH_HOME": str(home), "DSH_CHAPTERS_HARNESS_ID": name, "HOME": str(root / name),
+           "PATH": "/usr/bin:/bin"}
+    return Machine(name, workspace, home, env)
+
+
 @pytest.fixture
 def machines(tmp_path: Path) -> dict[str, Machine]:
     """The machines of this scenario, by name."""

@@ -19,12 +19,12 @@ import pytest
 from dsh_chapters_core.pool_layout import PoolFileKind, to_pool
 
 from tests.acceptance.steps_common import Machine
+from tests.acceptance.steps_common import project_clone as make_machine
 
 SEEDS = (20261130, 7)
 DEBOUNCE_MAX_MS = 3_600_000  # the largest syncDebounceMs the config allows
 OPERATIONS = 30
 NAMES = ("m1", "m2", "m3")
-ORIGIN = "https://github.com/acme/widgets.git"
 TOPICS = (
     ("retry", "the retry loop in src/http_client.py gives up on 503", "pytest tests/test_retry.py"),
     ("cache", "the cache in src/cache.py never expires entries", "pytest tests/test_cache.py"),
@@ -76,19 +76,6 @@ class Actor:
     rules: int = 0
 
 
-def make_machine(root: Path, name: str) -> Machine:
-    workspace = root / name / "widgets"
-    (workspace / ".git").mkdir(parents=True)
-    (workspace / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {ORIGIN}\n')
-    home = root / name / "home"
-    home.mkdir()
-    env = {
-        "DSH_HOME": str(home),
-        "DSH_CHAPTERS_HARNESS_ID": name,
-        "HOME": str(root / name),
-        "PATH": "/usr/bin:/bin",
-    }
-    return Machine(name, workspace, home, env)
 
 
 def archive(actor: Actor, rng: random.Random, serial: int) -> None:

@@ -22,20 +22,9 @@ from dsh_chapters_core.pool_layout import PoolFileKind, to_pool
 
 from tests.acceptance.steps_common import CliResult, GatedFactory, Machine
 
-ORIGIN = "https://github.com/acme/widgets.git"
 RACE_TIMEOUT_S = 120
 
 
-def make_machine(root: Path, name: str) -> Machine:
-    """A clone of the same project (§2.3: one origin, one projectKey) with its own home."""
-    workspace = root / name / "widgets"
-    (workspace / ".git").mkdir(parents=True)
-    (workspace / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {ORIGIN}\n')
-    home = root / name / "home"
-    home.mkdir()
-    env = {"DSH_HOME": str(home), "DSH_CHAPTERS_HARNESS_ID": name, "HOME": str(root / name),
-           "PATH": "/usr/bin:/bin"}
-    return Machine(name, workspace, home, env)
 
 
 def sample_text(sample: str, session_id: str) -> str:

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from tests.acceptance.steps_common import Machine
+from tests.acceptance.steps_common import project_clone as make_machine
 from tests.reliability.fault_proxy import FAULTS
 from tests.reliability.served_pools import (
     POOL_KINDS,
     ServedPool,
-    make_machine,
     pick,
     served_pool,
     token_leaks,

@@ -35,13 +35,13 @@ from dsh_chapters_fs.store import FsChapterStore
 from dsh_chapters_harness.testing.tape_server import TapeServer, load_tape
 
 from tests.acceptance.steps_common import Machine, sample_session_text, session_id_for
+from tests.acceptance.steps_common import project_clone as make_machine
 from tests.fixtures.tapes import make_tapes
 from tests.reliability.fault_proxy import FaultProxy
 from tests.reliability.served_pools import (
     POOL_KINDS,
     TREEDX_REPO,
     ServedPool,
-    make_machine,
     pick,
     served_pool,
 )

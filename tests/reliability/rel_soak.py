@@ -29,8 +29,8 @@ import pytest
 from dsh_chapters_harness.testing.tape_server import TapeServer, load_tape
 
 from tests.acceptance.steps_common import CliResult, Machine
+from tests.acceptance.steps_common import project_clone as make_machine
 from tests.reliability.machines import (
-    make_machine,
     mirror_pool_files,
     project_key,
     publishable,

@@ -22,7 +22,8 @@ from dsh_chapters.bootstrap import model_key_name
 from dsh_chapters_harness.testing.tape_server import TapeServer, load_tape
 
 from tests.acceptance.steps_common import Machine
-from tests.reliability.machines import make_machine, project_key, sample_text
+from tests.acceptance.steps_common import project_clone as make_machine
+from tests.reliability.machines import project_key, sample_text
 from tests.reliability.pools import Pool, open_pool
 from tests.reliability.token_scan import Scan, assert_credential_file, credential_file
 

@@ -23,7 +23,6 @@ from tests.acceptance.steps_common import Machine
 from tests.adapters.git.conftest import GitCli, GitHttpServer
 from tests.reliability.fault_proxy import FaultProxy
 
-ORIGIN = "https://github.com/acme/widgets.git"
 GIT_REPO = "widgets.git"
 TREEDX_REPO = "widgets-pool"
 POOL_KINDS = ("git-http", "treedx")
@@ -41,15 +40,6 @@ def pick(results: Any, name: str) -> int:
     return bounded if results.bounded else full
 
 
-def make_machine(root: Path, name: str) -> Machine:
-    workspace = root / name / "widgets"
-    (workspace / ".git").mkdir(parents=True)
-    (workspace / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {ORIGIN}\n')
-    home = root / name / "home"
-    home.mkdir()
-    env = {"DSH_HOME": str(home), "DSH_CHAPTERS_HARNESS_ID": name, "HOME": str(root / name),
-           "PATH": "/usr/bin:/bin"}
-    return Machine(name, workspace, home, env)
 
 
 @dataclass

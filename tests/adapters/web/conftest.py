@@ -18,6 +18,7 @@ from dsh_chapters_web.server import make_app
 from starlette.testclient import TestClient
 
 from tests.acceptance.steps_common import Machine
+from tests.acceptance.steps_common import project_clone as machine
 
 PORT = 8765
 CSRF = "csrf-test-token-of-this-process"
@@ -28,19 +29,8 @@ ARTIFACT_TEXT = "".join(f"artifact line {n}: the retry budget\n" for n in range(
 ARTIFACT_SHA = hashlib.sha256(ARTIFACT_TEXT.encode()).hexdigest()
 
 
-ORIGIN = "https://github.com/acme/widgets.git"
 
 
-def machine(root: Path, name: str) -> Machine:
-    """A machine with its own workspace (one git remote), DSH_HOME and harness id."""
-    workspace = root / name / "widgets"
-    (workspace / ".git").mkdir(parents=True)
-    (workspace / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {ORIGIN}\n')
-    home = root / name / "home"
-    home.mkdir()
-    env = {"DSH_HOME": str(home), "DSH_CHAPTERS_HARNESS_ID": name, "HOME": str(root / name),
-           "PATH": "/usr/bin:/bin"}
-    return Machine(name, workspace, home, env)
 
 
 @dataclass
