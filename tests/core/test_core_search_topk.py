@@ -88,3 +88,27 @@ def test_the_bounded_head_is_the_full_ranking_head(seed: int, queries: list[str]
         assert [(s.entry.path, s.score, s.anchor) for s in bounded.ranked] == [
             (s.entry.path, s.score, s.anchor) for s in full.ranked[:limit]]
 
+
+
+def test_a_match_holding_only_a_weaker_word_still_takes_its_place() -> None:
+    """Rounds list the holders of the strongest words first; an entry that holds only a
+    weaker one (here `migration`, held by more, but twenty times in one passage) must still
+    rank above a weak holder of the strong word (one `alembic`)."""
+    bodies = {"c": "alembic " * 5, "a": "alembic", "b": "migration " * 20,
+              **{f"d{n}": "migration" for n in range(2)},
+              **{f"f{n}": "pytest passed the ran" for n in range(20)}}
+    files = {chapter_path("s1", n, name): document_text(
+        title=f"note {name}", date=f"2026-05-{10 + n:02d}T00:00:00Z", project_key="pk-1",
+        body=body + "\n") for n, (name, body) in enumerate(sorted(bodies.items()))}
+    tree = MemoryDerivedTree(files=files)
+    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
+                      reader=CoreFrontmatterReader(), cache=MemorySearchCache(), state=tree,
+                      state_path="cache/index-store.tokens.json")
+    svc = SearchService(doors=[door], config=DEFAULTS, clock_now=lambda: "2026-10-01T00:00:00Z")
+    svc.refresh(door)
+    request = SearchRequest(query="alembic migration")
+    full = [s.entry.path for s in svc.rank_door(door, request).ranked]
+    assert [p.rsplit("-", 1)[-1] for p in full[:3]] == ["c.md", "b.md", "a.md"]
+    for limit in range(1, len(full) + 1):
+        bounded = svc.rank_door(door, request, limit=limit)
+        assert [s.entry.path for s in bounded.ranked] == full[:limit]

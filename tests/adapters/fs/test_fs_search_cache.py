@@ -13,6 +13,7 @@ import pytest
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.curation import FactType, make_fact
 from dsh_chapters_core.frontmatter import dump_frontmatter
+from dsh_chapters_core.ports.search import Holding
 from dsh_chapters_core.search import SearchRefusal
 from dsh_chapters_core.search.aliases import EMPTY_ALIASES
 from dsh_chapters_core.search.entries import entry_from_document
@@ -37,6 +38,8 @@ TOPICS = ["auth", "authentication", "jwt", "sqlite", "cache", "caches", "deploy"
           "db-migrations", "tests", "Ünïcode", "search_index"]
 WORDS = [*TOPICS, "fix", "refresh", "token", "Earlier", "history", "Conversation", "span",
          "middleware", "page", "naïve", "ß"]
+BODY_WORDS = ["alembic", "upgrade", "head", "GitService.repoName", "retry", "retries", "the",
+              "src/app.py", "401", "token_refresh", "Token", "migration", "pytest", "passed"]
 
 
 def door(root: Path, cache: SqliteSearchCache | None) -> SearchDoor:
@@ -67,11 +70,16 @@ def random_corpus(root: Path, rnd: random.Random, size: int, *, mixed: bool = Tr
         numbers[session] = numbers.get(session, 0) + 1
         legacy = mixed and rnd.random() < 0.2
         title = ("Earlier history " if legacy else "") + " ".join(rnd.sample(WORDS, 3))
+        # Most chapters have a body: the bounded path reads bodies by their ceilings.
+        # (Drawn from a seed: hypothesis would count every word as a draw of its own.)
+        lines = random.Random(rnd.getrandbits(32))
+        body = "".join(" ".join(lines.choices(WORDS + BODY_WORDS, k=lines.randrange(1, 9)))
+                       + "\n" for _ in range(lines.randrange(60))) if lines.random() < 0.8 else ""
         write(root, chapter_path(session, numbers[session], "c"), document_text(
             title=title, summary=" ".join(rnd.choices(WORDS, k=8)),
             topics=rnd.sample(TOPICS, rnd.randrange(4)),
             date=f"2026-0{rnd.randrange(1, 10)}-1{rnd.randrange(10)}T00:00:00Z",
-            project_key=rnd.choice([PK, PK, "pk-2"] if mixed else [PK, ""])))
+            project_key=rnd.choice([PK, PK, "pk-2"] if mixed else [PK, ""]), body=body))
     for n in range(1, 4):
         write(root, f"rules/h{n}/00{n}-testing-r.md", document_text(
             title="testing rule", kind="rule", category=rnd.choice(["testing", "auth"]),
@@ -242,8 +250,6 @@ def test_a_span_is_scoped_by_its_first_member_in_both_paths(tmp_path: Path) -> N
         "s1/chapters/001-a.md", "s1/chapters/002-b.md")
 
 
-BODY_WORDS = ["alembic", "upgrade", "head", "GitService.repoName", "retry", "retries", "the",
-              "src/app.py", "401", "token_refresh", "Token", "migration", "pytest", "passed"]
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -279,14 +285,23 @@ def test_sql_ceilings_are_the_core_reference(seed: int, lines: int) -> None:
                 for scope in (PK, ""):
                     kw = dict(weights=LexicalWeights.of(DEFAULTS), body_weight=3.0, slack=0.15,
                               project_key=scope)
-                    got, want = cache.bounded(terms, bound, **kw), memory.bounded(
-                        terms, bound, **kw)
-                    assert got is not None and want is not None
-                    got_rows, want_rows = list(got.rows), list(want.rows)
-                    assert got.total == want.total == len(want_rows)
-                    assert dict(got_rows) == pytest.approx(dict(want_rows), abs=1e-9)
-                    # Descending ceilings (equal ones may differ in order only by float noise).
-                    assert all(a[1] >= b[1] - 1e-9 for a, b in itertools.pairwise(got_rows))
+                    # Every match, then only the holders of a random part of the query.
+                    some = rnd.sample(terms, rnd.randrange(len(terms) + 1))
+                    part = Holding(terms=frozenset(some), words=frozenset(
+                        i for i in range(len(words)) if rnd.random() < 0.5))
+                    for within in (None, part):
+                        got = cache.bounded(terms, bound, within=within, **kw)
+                        want = memory.bounded(terms, bound, within=within, **kw)
+                        assert got is not None and want is not None
+                        got_rows, want_rows = list(got.rows), list(want.rows)
+                        assert got.total == want.total
+                        if within is None:
+                            assert got.total == len(want_rows)
+                        assert dict(got_rows) == pytest.approx(dict(want_rows), abs=1e-9)
+                        # Descending ceilings (equal ones may differ in order by float noise).
+                        assert all(a[1] >= b[1] - 1e-9 for a, b in itertools.pairwise(got_rows))
+                # A fresh cache's maxima are exactly the door's.
+                assert cache.maxima(terms, bound) == memory.maxima(terms, bound)
             # Another passage size: the profiles do not fit, so the cache says it cannot bound.
             other = BodyBound.of(query_words("retry"), cache.body_stats(query_words("retry")),
                                  PassageRules(1.2, 0.75, lines + 1, 0.5, 160))

@@ -18,7 +18,12 @@ from pathlib import Path
 
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
-from dsh_chapters_core.ports.search import BoundedCandidates, CandidatePage
+from dsh_chapters_core.ports.search import (
+    BoundedCandidates,
+    CandidatePage,
+    DoorMaxima,
+    Holding,
+)
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import (
     BodyBound,
@@ -31,7 +36,7 @@ from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.terms import QueryWord
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
@@ -81,6 +86,12 @@ CREATE TABLE IF NOT EXISTS bodytf (
   PRIMARY KEY (term, id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS bodytf_rows ON bodytf(id);
+-- Per term, the largest m and the smallest l of any body: what a query word can add at most,
+-- so a query skips the bodies that hold only words too weak to reach its answer. A removed
+-- body leaves its values behind: still bounds, only looser, until the next rebuild.
+CREATE TABLE IF NOT EXISTS termmax (
+  term TEXT PRIMARY KEY, m INTEGER NOT NULL, l INTEGER NOT NULL
+) WITHOUT ROWID;
 -- What the profiles were built for; another passage size drops the file (see _connect).
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS entries_rules ON entries(rule_id);
@@ -279,6 +290,7 @@ class SqliteSearchCache:
                 db.execute("DELETE FROM keys")
                 db.execute("DELETE FROM tallies")
                 db.execute("DELETE FROM bodytf")
+                db.execute("DELETE FROM termmax")
                 db.execute("INSERT INTO terms(terms) VALUES('delete-all')")
             else:
                 # A contentless FTS5 row is deleted by repeating the text it was indexed with.
@@ -301,12 +313,21 @@ class SqliteSearchCache:
                 db.executemany("INSERT INTO bodytf(term, id, m, l) VALUES (?, ?, ?, ?)",
                                ((term, row_id, n, profile.shortest[term])
                                 for term, n in profile.counts.items()))
+                if not reset:
+                    db.executemany(
+                        "INSERT INTO termmax VALUES (?, ?, ?) ON CONFLICT(term) DO UPDATE "
+                        "SET m = max(m, excluded.m), l = min(l, excluded.l)",
+                        ((term, n, profile.shortest[term])
+                         for term, n in profile.counts.items()))
             to_terms = "INSERT INTO terms(rowid, tokens) SELECT id, tokens FROM entries"
             to_keys = ("INSERT INTO keys SELECT id, date_key, path, project_key, legacy, rule_id, "
                        "body_words, body_lines FROM entries")
             if reset:
                 db.execute(to_terms)
                 db.execute(to_keys)
+                # One pass in key order once everything is in, not an upsert per body.
+                db.execute("INSERT INTO termmax SELECT term, max(m), min(l) FROM bodytf "
+                           "GROUP BY term")
             else:
                 for chunk in _chunks(paths):
                     marks = ",".join("?" * len(chunk))
@@ -423,10 +444,13 @@ class SqliteSearchCache:
         body_weight: float,
         slack: float,
         project_key: str = "",
+        within: Holding | None = None,
     ) -> BoundedCandidates | None:
         """The ceilings in SQL: FTS5 gives the frontmatter hits (as `top_candidates`), the
         `bodytf` profiles give each body's m_i, and `BodyBound.ceiling`'s expression is
-        evaluated per row; SQLite sorts, Python reads rows only as far as it needs."""
+        evaluated per row; SQLite sorts, Python reads rows only as far as it needs. With
+        `within`, FTS5 lists the holders of those elements first and every other lookup is
+        by their row ids, so the cost follows the holders, not every match."""
         db = self.db
         tallies = dict(db.execute("SELECT name, n FROM tallies WHERE n > 0").fetchall())
         if tallies.get("legacy"):
@@ -435,13 +459,27 @@ class SqliteSearchCache:
             return None
         if not terms and (body is None or not body.terms):
             return BoundedCandidates(total=0, rows=iter(()))
+        params: list[object] = []
+        head = ""
+        restrict = ""
+        if within is not None:
+            listed = [_phrase(t, m) for t in sorted(within.terms) for m in _FIELD_MARKS]
+            if body is not None:
+                listed += [f'"{_body_token(t)}"' for i in sorted(within.words)
+                           for t in body.terms[i]]
+            if not listed:
+                return BoundedCandidates(total=self._match_total(terms, body, project_key),
+                                         rows=iter(()))
+            head = "WITH cand(id) AS MATERIALIZED (SELECT rowid FROM terms WHERE terms MATCH ?)"
+            params.append(" OR ".join(listed))
+            # FTS5 reads a doclist whole; a rowid filter inside it would seek once per row.
+            restrict = "WHERE id IN (SELECT id FROM cand)"
         arms, arm_params = _field_hits(terms, weights, _phrase)
         parts: list[str] = []
-        params: list[object] = []
         if arms:
             parts.append(f"""
             SELECT id, sum(w) + (CASE WHEN max(cat) = 1 THEN ? ELSE 0.0 END) AS s, 0.0 AS c
-            FROM ({" UNION ALL ".join(arms)}) GROUP BY id""")
+            FROM ({" UNION ALL ".join(arms)}) {restrict} GROUP BY id""")
             params += [weights.category, *arm_params]
         if body is not None and body.terms:
             n = len(body.terms)
@@ -449,13 +487,17 @@ class SqliteSearchCache:
                                 for t in ts])
             # Adjacent held pairs from the bitmask of held words (the phrase ceiling).
             pairs = " + ".join(f"((mask >> {i}) & 3 = 3)" for i in range(n - 1)) or "0"
+            # Within a candidate list, each (term, row) profile is one primary-key lookup.
+            source = ("cand c JOIN json_each(?) w JOIN bodytf b "
+                      "ON b.term = w.value ->> 1 AND b.id = c.id" if within is not None else
+                      "json_each(?) w JOIN bodytf b ON b.term = w.value ->> 1")
             parts.append(f"""
             SELECT id, 0.0, bm * held / {n}.0 + ? * ({pairs}) FROM (
               SELECT q.id, sum(q.idf * q.m * ? / (q.m + ? * (1.0 - ? + ? * q.l / ?)))
                      AS bm, count(*) AS held, sum(1 << q.i) AS mask
               FROM (SELECT b.id, w.value ->> 0 AS i, w.value ->> 2 AS idf, sum(b.m) AS m,
                            min(b.l) AS l
-                    FROM json_each(?) w JOIN bodytf b ON b.term = w.value ->> 1
+                    FROM {source}
                     GROUP BY b.id, w.value ->> 0) q
               GROUP BY q.id)""")
             params += [body.phrase_bonus, body.k1 + 1.0, body.k1, body.b, body.b, body.expected,
@@ -463,24 +505,60 @@ class SqliteSearchCache:
         scope = ""
         if project_key:
             scope = "WHERE k.project_key IN (?, '')"
-        sql = f"""
+        sql = f"""{head}
         SELECT k.path, sum(u.s) + ? + ? * sum(u.c) AS ceiling, count(*) OVER () AS total
         FROM ({" UNION ALL ".join(parts)}) u JOIN keys k ON k.id = u.id {scope}
         GROUP BY u.id ORDER BY ceiling DESC, k.date_key DESC, k.path"""
-        params = [slack, body_weight, *params]
+        params = [*params[:1 if within is not None else 0], slack, body_weight,
+                  *params[1 if within is not None else 0:]]
         if project_key:
             params.append(project_key)
         cursor = db.execute(sql, params)
         first = cursor.fetchone()
+        if within is not None:
+            total = self._match_total(terms, body, project_key)
+        else:
+            total = int(first[2]) if first is not None else 0
         if first is None:
-            return BoundedCandidates(total=0, rows=iter(()))
+            return BoundedCandidates(total=total, rows=iter(()))
 
         def rows() -> Iterator[tuple[str, float]]:
             yield str(first[0]), float(first[1])
             for path, ceiling, _ in cursor:
                 yield str(path), float(ceiling)
 
-        return BoundedCandidates(total=int(first[2]), rows=rows())
+        return BoundedCandidates(total=total, rows=rows())
+
+    def _match_total(self, terms: Sequence[str], body: BodyBound | None,
+                     project_key: str) -> int:
+        """Every entry in scope holding a frontmatter term or a body word: one FTS5 count."""
+        listed = [_phrase(t, m) for t in dict.fromkeys(terms) for m in _FIELD_MARKS]
+        if body is not None:
+            listed += [f'"{_body_token(t)}"' for ts in body.terms for t in ts]
+        if not listed:
+            return 0
+        query = f"({' OR '.join(listed)})"
+        if project_key:
+            query += (f' AND ("{_project_token(project_key)}" OR "{_project_token("")}")')
+        return int(self.db.execute("SELECT count(*) FROM terms WHERE terms MATCH ?",
+                                   (query,)).fetchone()[0])
+
+    def maxima(self, terms: Sequence[str], body: BodyBound | None) -> DoorMaxima:
+        db = self.db
+        fields: dict[str, str] = {}
+        for term in dict.fromkeys(terms):
+            fields[term] = "".join(
+                mark for mark in _FIELD_MARKS
+                if db.execute("SELECT 1 FROM terms WHERE terms MATCH ? LIMIT 1",
+                              (_phrase(term, mark),)).fetchone())
+        wanted = sorted({t for ts in body.terms for t in ts}) if body is not None else []
+        found: dict[str, tuple[int, int]] = {}
+        for chunk in _chunks(wanted):
+            marks = ",".join("?" * len(chunk))
+            for term, most, fewest in db.execute(
+                    f"SELECT term, m, l FROM termmax WHERE term IN ({marks})", chunk):
+                found[str(term)] = (int(most), int(fewest))
+        return DoorMaxima(fields=fields, body=found)
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
         out: list[SearchEntry] = []

@@ -73,6 +73,26 @@ class BoundedCandidates:
     rows: Iterator[tuple[str, float]]
 
 
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """Query elements a candidate must hold one of: frontmatter terms, and body words (by
+    their index in `BodyBound.terms`)."""
+
+    terms: frozenset[str] = frozenset()
+    words: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class DoorMaxima:
+    """What any one entry of a door can hold at most, per query element: per frontmatter
+    term the fields it occurs in anywhere (`t`opic, t`i`tle, `s`ummary, `c`ategory marks),
+    and per body term the largest m and the smallest l of any body's profile (a term no body
+    holds is absent). Bounds only: they may be looser than the door is now, never tighter."""
+
+    fields: Mapping[str, str]
+    body: Mapping[str, tuple[int, int]]
+
+
 class SearchCache(Protocol):
     """A persistent, derived candidate index for one door (`.dsh-chapters/cache/`).
 
@@ -136,12 +156,20 @@ class SearchCache(Protocol):
         body_weight: float,
         slack: float,
         project_key: str = "",
+        within: Holding | None = None,
     ) -> BoundedCandidates | None:
         """Every entry in scope that holds a frontmatter term or a query word in its body, with
         a ceiling of its score: the lexical bound (`weights`, as `top_candidates`) plus
-        `slack`, plus `body_weight` times `body.ceiling` of its body's profile. None when the
-        door cannot be bounded (legacy fragments are stitched before they are scored, or the
+        `slack`, plus `body_weight` times `body.ceiling` of its body's profile. With `within`,
+        only the entries holding one of its elements are listed (their ceilings still count
+        every element), and `total` still counts every match in scope. None when the door
+        cannot be bounded (legacy fragments are stitched before they are scored, or the
         profiles were built for another passage size): the caller scores every candidate."""
+        ...
+
+    def maxima(self, terms: Sequence[str], body: BodyBound | None) -> DoorMaxima:
+        """The door's maxima for these frontmatter terms and `body`'s terms (`DoorMaxima`),
+        for profiles cut at `body.lines`."""
         ...
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:

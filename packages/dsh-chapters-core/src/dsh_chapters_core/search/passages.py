@@ -301,11 +301,26 @@ class BodyBound:
         bm25 = 0.0
         for i, (m, length) in enumerate(counts):
             if m:
-                norm = self.k1 * (1.0 - self.b + self.b * length / self.expected)
-                bm25 += self.idf[i] * m * (self.k1 + 1.0) / (m + norm)
+                bm25 += self.word_ceiling(i, m, length)
         held = sum(1 for m, _ in counts if m)
         pairs = sum(1 for i in range(1, n) if counts[i][0] and counts[i - 1][0])
         return bm25 * held / n + self.phrase_bonus * pairs
+
+    def word_ceiling(self, i: int, m: int, length: int) -> float:
+        """Query word i's BM25 term at m words in a passage of `length` words."""
+        norm = self.k1 * (1.0 - self.b + self.b * length / self.expected)
+        return self.idf[i] * m * (self.k1 + 1.0) / (m + norm)
+
+    def held_ceiling(self, words: Iterable[tuple[int, float]]) -> float:
+        """The ceiling of a body that holds at most these query words, each with at most the
+        given BM25 term: the sum, times the share held, plus a phrase bonus per adjacent pair
+        among them (the same terms as `ceiling`, at their largest)."""
+        held = dict(words)
+        if not held or not self.terms:
+            return 0.0
+        pairs = sum(1 for i in held if i + 1 in held)
+        return (sum(held[i] for i in sorted(held)) * len(held) / len(self.terms)
+                + self.phrase_bonus * pairs)
 
 
 def snippet(text: str, hits: Sequence[tuple[int, int, int]], limit: int) -> str:

@@ -28,7 +28,13 @@ from dsh_chapters_core.curation import (
 )
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.errors import Argument, ArgumentError, ChaptersError, NextStep, UsageError
-from dsh_chapters_core.ports.search import DerivedTree, DocumentReader, SearchCache
+from dsh_chapters_core.ports.search import (
+    BoundedCandidates,
+    DerivedTree,
+    DocumentReader,
+    Holding,
+    SearchCache,
+)
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.rules import RuleStatus, effective_statuses
 from dsh_chapters_core.search.aliases import slugify
@@ -57,7 +63,7 @@ from dsh_chapters_core.search.passages import BodyBound, BodyStats, PassageRules
 from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry, rank_entries
 from dsh_chapters_core.search.stitching import is_legacy_fragment, stitch_fragments
 from dsh_chapters_core.search.terms import QueryWord, query_words
-from dsh_chapters_core.search.topk import best_of
+from dsh_chapters_core.search.topk import Ranking, deepening, elements, rest_bound
 from dsh_chapters_core.search.vocabulary import (
     VOCABULARY_PATH,
     VocabularyCandidate,
@@ -111,7 +117,8 @@ class SearchRequest:
 @dataclass(frozen=True, slots=True)
 class DoorRanking:
     door: SearchDoor
-    ranked: tuple[ScoredEntry, ...]  # all matches, or at least the best `limit` of them
+    # All matches, or (bounded) the best `limit` of them, certified as they are read.
+    ranked: Sequence[ScoredEntry]
     total: int  # every match
     documents: int  # documents the door holds, any project (counted only when none ranked)
 
@@ -327,12 +334,30 @@ class SearchService:
         rules = PassageRules(config.search_bm25_k1, config.search_bm25_b,
                              config.search_passage_lines, config.search_phrase_bonus,
                              config.search_snippet_chars)
-        found = cache.bounded(
-            terms, BodyBound.of(words, stats, rules), weights=LexicalWeights.of(config),
-            body_weight=config.search_body_weight,
-            slack=config.rules_core_bonus if core_rule_ids else 0.0, project_key=scope)
+        bound = BodyBound.of(words, stats, rules)
+        weights = LexicalWeights.of(config)
+        slack = config.rules_core_bonus if core_rule_ids else 0.0
+        maxima = cache.maxima(terms, bound)
+        order = elements(terms, bound, maxima, weights, config.search_body_weight)
+        floors = [rest_bound(order[k:], bound, weights, config.search_body_weight, slack)
+                  for k in range(len(order))]
+
+        def holding(k: int) -> Holding | None:
+            if k >= len(order):
+                return None  # every element: the plain listing of every match
+            return Holding(terms=frozenset(t for e in order[:k] for t in e.terms),
+                           words=frozenset(e.word for e in order[:k] if e.word >= 0))
+
+        def listed(k: int) -> BoundedCandidates | None:
+            return cache.bounded(terms, bound, weights=weights,
+                                 body_weight=config.search_body_weight, slack=slack,
+                                 project_key=scope, within=holding(k))
+
+        found = listed(1 if order else 0)
         if found is None:
             return None
+        # The first round's listing is read once: it also counted every match (`total`).
+        first: Iterator[tuple[str, float]] | None = found.rows
         now = self.clock_now()
 
         def score(entries: Sequence[SearchEntry]) -> Sequence[ScoredEntry]:
@@ -340,7 +365,16 @@ class SearchService:
                                 core_rule_ids=core_rule_ids, now_hint=now,
                                 text=request.query, stats=stats, facts=facts)
 
-        ranked, _ = best_of(found.rows, limit=limit, load=cache.by_paths, score=score)
+        def rows(k: int) -> Iterator[tuple[str, float]]:
+            nonlocal first
+            if first is not None and k == (1 if order else 0):
+                taken, first = first, None
+                return taken
+            again = listed(k)
+            return again.rows if again is not None else iter(())
+
+        ranked = Ranking(deepening(order, floors, rows, limit=limit, load=cache.by_paths,
+                                   score=score))
         documents = 0 if ranked else self._document_count(door)
         return DoorRanking(door=door, ranked=ranked, total=found.total, documents=documents)
 

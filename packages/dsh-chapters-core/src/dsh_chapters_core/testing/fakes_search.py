@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import dump_frontmatter
-from dsh_chapters_core.ports.search import BoundedCandidates, CandidatePage
+from dsh_chapters_core.ports.search import BoundedCandidates, CandidatePage, DoorMaxima, Holding
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import BodyBound, BodyStats, body_profile, body_stats
 from dsh_chapters_core.search.passages import body_terms as search_body_terms
@@ -143,29 +143,56 @@ class MemorySearchCache:
 
     def bounded(self, terms: Sequence[str], body: BodyBound | None, *,
                 weights: LexicalWeights, body_weight: float, slack: float,
-                project_key: str = "") -> BoundedCandidates | None:
+                project_key: str = "", within: Holding | None = None
+                ) -> BoundedCandidates | None:
         """The contract by the core's reference expressions (`BodyBound.ceiling`)."""
         entries = [e for e, _ in self.rows.values()]
         if any(is_legacy_fragment(e) for e in entries):
             return None
         wanted = set(terms)
         rows: list[tuple[float, float, str]] = []
+        total = 0
         for e in entries:
             if project_key and e.project_key not in (project_key, ""):
                 continue
             fm = sum(weights.topic * (t in e.topic_terms) + weights.title * (t in e.title_terms)
                      + weights.summary * (t in e.summary_terms) for t in wanted)
             fm += weights.category if wanted & e.category_terms else 0.0
-            held = wanted & (e.topic_terms | e.title_terms | e.summary_terms
-                             | e.category_terms)
+            fields = e.topic_terms | e.title_terms | e.summary_terms | e.category_terms
+            held = wanted & fields
             ceiling = 0.0
+            counts: tuple[tuple[int, int], ...] = ()
             if body is not None and e.body:
                 profile = body_profile(e.body, body.lines)
-                ceiling = body.ceiling(body.word_counts(profile))
-            if held or ceiling > 0:
-                rows.append((fm + slack + body_weight * ceiling, e.date_key, e.path))
+                counts = body.word_counts(profile)
+                ceiling = body.ceiling(counts)
+            if not held and ceiling <= 0:
+                continue
+            total += 1
+            if within is not None and within.terms.isdisjoint(fields) and not any(
+                    counts[i][0] for i in within.words if i < len(counts)):
+                continue
+            rows.append((fm + slack + body_weight * ceiling, e.date_key, e.path))
         rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
-        return BoundedCandidates(total=len(rows), rows=iter([(p, c) for c, _, p in rows]))
+        return BoundedCandidates(total=total, rows=iter([(p, c) for c, _, p in rows]))
+
+    def maxima(self, terms: Sequence[str], bound: BodyBound | None) -> DoorMaxima:
+        fields: dict[str, str] = {}
+        body: dict[str, tuple[int, int]] = {}
+        wanted = {t for ts in bound.terms for t in ts} if bound is not None else set()
+        for e, _ in self.rows.values():
+            for term in terms:
+                marks = "".join(mark for mark, held in zip(
+                    "tisc", (e.topic_terms, e.title_terms, e.summary_terms, e.category_terms),
+                    strict=True) if term in held)
+                fields[term] = "".join(m for m in "tisc" if m in fields.get(term, "") + marks)
+            if bound is not None and wanted and e.body:
+                profile = body_profile(e.body, bound.lines)
+                for term in wanted & profile.counts.keys():
+                    most, fewest = body.get(term, (0, profile.shortest[term]))
+                    body[term] = (max(most, profile.counts[term]),
+                                  min(fewest, profile.shortest[term]))
+        return DoorMaxima(fields=fields, body=body)
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
         dirs = set(session_dirs)
