@@ -16,10 +16,10 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.ports.store import LockState
 
@@ -68,9 +68,11 @@ def read_generation(store_root: str | os.PathLike[str]) -> str:
     return ""
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Holder:
-    """Who holds (or last held, if it died) the writer lock."""
+    """Who holds (or last held, if it died) the writer lock. A stdlib dataclass, not attrs:
+    `chapters search` imports this module (for the store generation), and attrs would add
+    its import to every query's start."""
 
     pid: int
     host: str

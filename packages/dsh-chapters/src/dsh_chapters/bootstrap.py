@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh_chapters_core.projectkey import derive_project_key
-from dsh_chapters_core.reading import ReadRoot
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
 from dsh_chapters_fs.clock import SystemClock
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
     from dsh_chapters_core.ports.search import DocumentReader
     from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
     from dsh_chapters_core.ports.transport import ProviderFactory
+    from dsh_chapters_core.reading import ReadRoot
     from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
 
@@ -169,6 +169,8 @@ def open_search(app: App, cached: bool = True) -> SearchService:
 
 def read_roots(app: App) -> tuple[ReadRoot, ...]:
     """Where `chapters artifact` and the MCP readers look: the store first, then the mirror."""
+    from dsh_chapters_core.reading import ReadRoot  # not on a search's path
+
     roots = [ReadRoot("store", STORE_DIRNAME, SearchTree(app.store_root))]
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():
