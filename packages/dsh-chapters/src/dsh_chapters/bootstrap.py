@@ -7,8 +7,8 @@ tests pass fakes (STYLE.md, "Boundaries": cosmicpython's bootstrap).
 
 from __future__ import annotations
 
+import os
 import re
-import socket
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -60,9 +60,20 @@ if TYPE_CHECKING:
 PROJECT_CONFIG_NAME = PROJECT_CONFIG
 
 
+def _hostname() -> str:
+    # uname's node name is what gethostname(2) returns on Linux and macOS; the socket module
+    # (milliseconds to import, on every compose) is only needed where there is no uname.
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return str(uname().nodename)
+    import socket
+
+    return socket.gethostname()
+
+
 def default_harness_id() -> str:
     """The hostname, made a plain name (it names directories in the pool)."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", socket.gethostname()).strip("-._")[:100]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", _hostname()).strip("-._")[:100]
     return name if name and HARNESS_ID_PATTERN.match(name) else "localhost"
 
 
