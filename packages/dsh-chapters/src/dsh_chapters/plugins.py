@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from dsh_chapters_core.errors import UsageError
-from dsh_chapters_core.remote import parse_remote
 
 if TYPE_CHECKING:
     # Loaded with the plugins, not with the module: every command composes the App, and one
@@ -148,6 +147,8 @@ def missing_provider_error(remote: str,
                            factories: Iterable[ProviderFactory]) -> UsageError | None:
     """The refusal for a remote whose provider package is absent; None if it is installed
     (or the scheme is nobody's we know), so the caller's own refusal stands."""
+    from dsh_chapters_core.remote import parse_remote  # only a refused remote is parsed here
+
     installed = sorted(f.name for f in factories)
     parsed = parse_remote(remote)
     for name, schemes, package in PROVIDER_PACKAGES:
