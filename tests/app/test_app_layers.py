@@ -8,6 +8,16 @@ import sys
 from pathlib import Path
 
 HEAVY = ("dulwich", "httpx", "mcp", "dsh_chapters_core.enrich", "dsh_chapters_harness")
+# What a search over a current index must not load either: the YAML and attrs stacks (the
+# config is TOML read by plain code; the core's frontmatter takes the JSON path), the other
+# transports, the harness events, the rules use case (core rules come from the cache), the
+# artifact reader and logging. Each was once on this path and cost milliseconds per query.
+NOT_FOR_SEARCH = (
+    "yaml", "attr", "attrs", "cattrs", "logging", "dsh_chapters_git", "dsh_chapters_treedx",
+    "dsh_chapters_core.events", "dsh_chapters_core.ports.harness",
+    "dsh_chapters_core.ports.transport", "dsh_chapters_core.ports.agents",
+    "dsh_chapters_core.rules", "dsh_chapters.services.rules", "dsh_chapters_core.reading",
+)
 
 _PROBE = """
 import contextlib, io, json, sys
@@ -28,8 +38,8 @@ def _modules_after(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
     return int(data["code"] or 0), set(data["modules"])
 
 
-def _heavy(modules: set[str]) -> set[str]:
-    return {m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)}
+def _heavy(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> set[str]:
+    return {m for m in modules if any(m == h or m.startswith(h + ".") for h in heavy)}
 
 
 def test_help_imports_no_adapter_stack_and_no_command_module(tmp_path: Path) -> None:
@@ -54,3 +64,16 @@ def test_search_imports_no_transport_reader_mcp_or_enrichment(tmp_path: Path) ->
     assert code == 0
     assert _heavy(modules) == set()
     assert "dsh_chapters.services.search" in modules
+
+
+def test_a_search_over_a_current_index_loads_only_search(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    # A writer run (it records a store generation), then a first search that resolves this
+    # machine's core rules and caches them: the steady state every later query starts from.
+    for argv in (("index",), ("search", "retry")):
+        assert _modules_after(tmp_path, *argv)[0] == 0
+    code, modules = _modules_after(tmp_path, "search", "retry", "backoff", "--json")
+    assert code == 0
+    assert _heavy(modules, HEAVY + NOT_FOR_SEARCH) == set()
+    commands = {m for m in modules if m.startswith("dsh_chapters.commands.")}
+    assert commands == {"dsh_chapters.commands.invocation", "dsh_chapters.commands.search"}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import secrets
 import sys
 import threading
 import time
@@ -94,6 +93,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool 
     number = next(_write_numbers)
     note_write()
     make_dirs(path.parent)
+    import secrets  # on write only: a search that writes nothing never loads it
+
     tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:

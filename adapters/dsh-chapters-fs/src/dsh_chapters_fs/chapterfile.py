@@ -12,16 +12,19 @@ can list what it quarantined.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import split_frontmatter
+
+if TYPE_CHECKING:
+    import yaml
 
 _KNOWN = frozenset({"title", "summary", "topics", "date", "projectKey", "sessionId", "harnessId",
                     "category", "status", "sha256", "seqRange", "messages", "kind"})
@@ -38,31 +41,37 @@ class FrontmatterProblem(ValueError):
         self.reason = reason
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """`yaml.safe_load`'s loader, minus aliases: a reference to an anchor is refused where it
-    stands, so `a: &x [..] b: [*x, *x, ...]` never expands (an alias bomb costs nothing)."""
+@functools.cache
+def _bounded_loader() -> type[yaml.SafeLoader]:
+    """Built on first use, with PyYAML itself: the frontmatter the core writes is read by the
+    JSON fast path, so a search over an index that is current never imports the YAML parser."""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs
+    class _BoundedLoader(yaml.SafeLoader):
+        """`yaml.safe_load`'s loader, minus aliases: a reference to an anchor is refused
+        where it stands, so `a: &x [..] b: [*x, *x, ...]` never expands (an alias bomb
+        costs nothing)."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs
+                raise FrontmatterProblem(
+                    f"alias *{event.anchor} at line {event.start_mark.line + 2}: frontmatter "
+                    "aliases are refused"
+                )
+            return super().compose_node(parent, index)
+
+    def _timestamp(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        # `date: 2026-13-45` matches YAML's timestamp shape, then datetime refuses it: name it.
+        try:
+            return yaml.SafeLoader.construct_yaml_timestamp(loader, node)  # type: ignore[arg-type]
+        except ValueError as exc:
             raise FrontmatterProblem(
-                f"alias *{event.anchor} at line {event.start_mark.line + 2}: frontmatter "
-                "aliases are refused"
-            )
-        return super().compose_node(parent, index)
+                f"invalid date {node.value!r} at line {node.start_mark.line + 2} ({exc})"
+            ) from None
 
-
-def _timestamp(loader: _BoundedLoader, node: yaml.Node) -> Any:
-    # `date: 2026-13-45` matches YAML's timestamp shape, then datetime refuses it: name it.
-    try:
-        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise FrontmatterProblem(
-            f"invalid date {node.value!r} at line {node.start_mark.line + 2} ({exc})"
-        ) from None
-
-
-_BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+    _BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+    return _BoundedLoader
 
 
 _OPENERS = re.compile(r"[\[{]")
@@ -100,8 +109,10 @@ def load_frontmatter(
         raise FrontmatterProblem(
             f"frontmatter nests deeper than frontmatterMaxDepth = {max_depth}"
         )
+    import yaml
+
     try:
-        return yaml.load(fm_text, Loader=_BoundedLoader)
+        return yaml.load(fm_text, Loader=_bounded_loader())
     except FrontmatterProblem:
         raise
     except yaml.YAMLError as exc:

@@ -9,16 +9,13 @@ strings) are described, never echoed.
 
 from __future__ import annotations
 
-import difflib
 import re
 import stat
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import attrs
 from dsh_chapters_core.config import DEFAULTS, SETTINGS, SETTINGS_BY_KEY, Config, Setting
 from dsh_chapters_core.errors import ConfigError
 
@@ -29,7 +26,6 @@ _ECHO_MAX = 40
 _CONFIG_MAX_BYTES = 1 << 20
 # harnessId names directories (`rules/<harnessId>/`, `edits/<harnessId>/`): a plain name only.
 HARNESS_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_UNSET: Any = object()
 
 
 class _BadValue(Exception):
@@ -73,25 +69,8 @@ def _check_value(setting: Setting, value: Any) -> None:
                 raise _BadValue(setting, value, f"valid regular expressions ({exc})") from None
 
 
-def _validator(setting: Setting) -> Any:
-    def check(_instance: Any, _attribute: Any, value: Any) -> None:
-        if value is not _UNSET:
-            _check_value(setting, value)
-
-    return check
-
-
 def _convert(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
-
-
-# The attrs model of one config file: every key optional, each validated by its Setting.
-ConfigFileModel = attrs.make_class(
-    "ConfigFileModel",
-    {s.attr: attrs.field(default=_UNSET, validator=_validator(s), converter=_convert,
-                         kw_only=True) for s in SETTINGS},
-    frozen=True,
-)
 
 
 def _describe(value: Any, setting: Setting) -> str:
@@ -114,6 +93,8 @@ def near_keys(key: str) -> list[str]:
     exact = [s.key for s in SETTINGS if s.key.lower() == squashed]
     if exact:
         return exact
+    import difflib  # only a typo pays for it
+
     lowered = {s.key.lower(): s.key for s in SETTINGS}
     close = difflib.get_close_matches(squashed, list(lowered), n=3, cutoff=0.75)
     return [lowered[c] for c in close]
@@ -139,13 +120,20 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def validate_mapping(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
-    """Camel-case keys to validated values, through the attrs model."""
+    """Camel-case keys to validated values, each checked against its `Setting`."""
     flat = _flatten(data)
     for key in flat:
         if key not in SETTINGS_BY_KEY:
             raise _unknown_key(key, origin)
+    # Every value converted, then checked in the order of SETTINGS, so the first bad key
+    # named is the same whatever order the file lists its keys in. Plain code, not an attrs
+    # model: a config file is read on every `chapters` start, and building a model of every
+    # setting (with attrs' own import) cost more than the rest of reading the file.
+    values = {k: _convert(v) for k, v in flat.items()}
     try:
-        model = ConfigFileModel(**{SETTINGS_BY_KEY[k].attr: v for k, v in flat.items()})
+        for setting in SETTINGS:
+            if setting.key in values:
+                _check_value(setting, values[setting.key])
     except _BadValue as bad:
         allowed = bad.why or bad.setting.allowed()
         raise ConfigError(
@@ -153,7 +141,6 @@ def validate_mapping(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
             f"allowed: {allowed}",
             hint=f"fix {bad.setting.key} in {origin} (default: {bad.setting.default!r})",
         ) from None
-    values = {k: getattr(model, SETTINGS_BY_KEY[k].attr) for k in flat}
     for k, v in values.items():
         if isinstance(SETTINGS_BY_KEY[k].default, float):
             values[k] = float(v)  # TOML `mergeThreshold = 1` is an int; Config holds floats
@@ -179,6 +166,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read (errno {exc.errno}: {exc.strerror})",
                           hint="fix the file's permissions, or move it aside") from None
+    import tomllib  # only a config file that exists pays for the parser
+
     if len(raw) > _CONFIG_MAX_BYTES:
         raise ConfigError(f"{path}: {len(raw)} bytes, over the {_CONFIG_MAX_BYTES} a config "
                           "file may hold", hint="a config file is a few flat keys; rewrite it")

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.ports.store import LockState
 
@@ -68,9 +67,17 @@ def read_generation(store_root: str | os.PathLike[str]) -> str:
     return ""
 
 
-@attrs.frozen
+def _hostname() -> str:
+    import socket  # on use: `chapters search` loads this module (the generation) and never locks
+
+    return socket.gethostname()
+
+
+@dataclass(frozen=True, slots=True)
 class Holder:
-    """Who holds (or last held, if it died) the writer lock."""
+    """Who holds (or last held, if it died) the writer lock. A stdlib dataclass, not attrs:
+    `chapters search` imports this module (for the store generation), and attrs would add
+    its import to every query's start."""
 
     pid: int
     host: str
@@ -114,7 +121,7 @@ class FileWriterLock:
             return None
 
     def _is_stale(self, holder: Holder) -> bool:
-        same_host = holder.host == socket.gethostname()
+        same_host = holder.host == _hostname()
         dead = same_host and not pid_alive(holder.pid)
         return dead and time.time() - holder.started_epoch > self.stale_seconds
 
@@ -232,7 +239,7 @@ class FileWriterLock:
             log_sizes = self._append_writer_line(following)
             self.took_over = previous if previous is not None and self._is_stale(previous) else None
             now = time.time()
-            holder = Holder(pid=os.getpid(), host=socket.gethostname(),
+            holder = Holder(pid=os.getpid(), host=_hostname(),
                             started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
                             started_epoch=now)
             write_atomic(self.holder_path, holder.to_json())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import secrets
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,8 @@ class SearchTree(DirectoryTree):
         note_write()  # a writer section that refreshed the index did write (lock.py)
         target = self._abs(path)
         target.parent.mkdir(parents=True, exist_ok=True)
+        import secrets  # on write only: a search that writes nothing never loads it
+
         tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
         try:
             tmp.write_bytes(data)

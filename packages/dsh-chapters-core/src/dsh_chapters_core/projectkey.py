@@ -14,7 +14,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from dsh_chapters_core.errors import NextStep, UsageError
-from dsh_chapters_core.remote import key_namespace
 
 # A key's derivation: one of these, or the key namespace of the remote's provider (§2.3 as
 # amended 2026-09-21, e.g. a TreeDX remote's), which the caller declares.
@@ -47,6 +46,8 @@ def canonicalize_remote(url: str, *, namespaces: Collection[str] = ()) -> str:
     namespaces the providers declare) becomes `<name>/host[:port]/repo` (amendment
     2026-09-21), so a TreeDX service at a git-colliding URL is never the same pool.
     """
+    from dsh_chapters_core.remote import key_namespace  # see derive_project_key
+
     text = url.strip()
     if not text:
         raise UsageError("the remote URL is empty",
@@ -95,6 +96,10 @@ def derive_project_key(
             key = _key(chosen)
         return ProjectIdentity(project_key=key, canonical=chosen, derivation="override")
     if remote is not None and remote.strip():
+        # Imported on this branch only: a configured projectKey or a path-derived key parses no
+        # remote, and compiling the remote grammar's patterns costs every command's start.
+        from dsh_chapters_core.remote import key_namespace
+
         canonical = canonicalize_remote(remote, namespaces=namespaces)
         derivation = key_namespace(remote.lower(), frozenset(namespaces)) or "remote"
         return ProjectIdentity(project_key=_key(canonical), canonical=canonical,

@@ -7,15 +7,14 @@ tests pass fakes (STYLE.md, "Boundaries": cosmicpython's bootstrap).
 
 from __future__ import annotations
 
+import os
 import re
-import socket
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh_chapters_core.projectkey import derive_project_key
-from dsh_chapters_core.reading import ReadRoot
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
 from dsh_chapters_fs.clock import SystemClock
@@ -54,15 +53,27 @@ if TYPE_CHECKING:
     from dsh_chapters_core.ports.search import DocumentReader
     from dsh_chapters_core.ports.store import ChapterStore, CredentialStore, FileTree, WriterLock
     from dsh_chapters_core.ports.transport import ProviderFactory
+    from dsh_chapters_core.reading import ReadRoot
     from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
 
 PROJECT_CONFIG_NAME = PROJECT_CONFIG
 
 
+def _hostname() -> str:
+    # uname's node name is what gethostname(2) returns on Linux and macOS; the socket module
+    # (milliseconds to import, on every compose) is only needed where there is no uname.
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return str(uname().nodename)
+    import socket
+
+    return socket.gethostname()
+
+
 def default_harness_id() -> str:
     """The hostname, made a plain name (it names directories in the pool)."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", socket.gethostname()).strip("-._")[:100]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", _hostname()).strip("-._")[:100]
     return name if name and HARNESS_ID_PATTERN.match(name) else "localhost"
 
 
@@ -169,6 +180,8 @@ def open_search(app: App, cached: bool = True) -> SearchService:
 
 def read_roots(app: App) -> tuple[ReadRoot, ...]:
     """Where `chapters artifact` and the MCP readers look: the store first, then the mirror."""
+    from dsh_chapters_core.reading import ReadRoot  # not on a search's path
+
     roots = [ReadRoot("store", STORE_DIRNAME, SearchTree(app.store_root))]
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():

@@ -15,7 +15,7 @@ from pathlib import Path
 from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from dsh_chapters.commands import COMMANDS, FAMILIES, build_parser
-from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.commands.invocation import Invocation, collector_paused
 from dsh_chapters.present import error_text
 
 __all__ = ["COMMANDS", "FAMILIES", "Invocation", "build_parser", "main"]
@@ -24,8 +24,9 @@ __all__ = ["COMMANDS", "FAMILIES", "Invocation", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser(words)
-        args = parser.parse_args(words)
+        with collector_paused():  # the command's family is imported here
+            parser = build_parser(words)
+            args = parser.parse_args(words)
         if not getattr(args, "command", None):
             parser.print_help(sys.stderr)
             return 2

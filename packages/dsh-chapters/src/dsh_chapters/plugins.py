@@ -8,16 +8,15 @@ calls it. A class is instantiated with no arguments; anything else is taken as i
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from dsh_chapters_core.errors import UsageError
-from dsh_chapters_core.remote import parse_remote
 
 if TYPE_CHECKING:
     # Loaded with the plugins, not with the module: every command composes the App, and one
     # that reads no transcript and opens no pool (search, status) needs neither.
+    import logging
     from importlib.metadata import EntryPoint
 
     from dsh_chapters_core.ports.harness import HarnessReader
@@ -26,7 +25,12 @@ if TYPE_CHECKING:
 HARNESS_GROUP = "dsh_chapters.harnesses"
 PROVIDER_GROUP = "dsh_chapters.providers"
 
-log = logging.getLogger("dsh_chapters.plugins")
+
+def _log() -> logging.Logger:
+    # logging is imported when a plugin misbehaves, not by every command that composes the App.
+    import logging
+
+    return logging.getLogger("dsh_chapters.plugins")
 
 P = TypeVar("P")
 
@@ -35,20 +39,20 @@ def _plugin_from(entry: EntryPoint, port: type[P]) -> P | None:
     try:
         loaded = entry.load()
     except Exception as exc:  # a broken plugin must not take the CLI down with it
-        log.warning("plugin %r (%s) failed to import: %s", entry.name, entry.value,
-                    type(exc).__name__)
+        _log().warning("plugin %r (%s) failed to import: %s", entry.name, entry.value,
+                       type(exc).__name__)
         return None
     candidate: object = loaded
     if isinstance(loaded, type):
         try:
             candidate = loaded()
         except Exception as exc:
-            log.warning("plugin %r: %s() failed: %s", entry.name, loaded.__name__,
-                        type(exc).__name__)
+            _log().warning("plugin %r: %s() failed: %s", entry.name, loaded.__name__,
+                           type(exc).__name__)
             return None
     if not isinstance(candidate, port):
-        log.warning("plugin %r returned %s, which is not a %s", entry.name,
-                    type(candidate).__name__, port.__name__)
+        _log().warning("plugin %r returned %s, which is not a %s", entry.name,
+                       type(candidate).__name__, port.__name__)
         return None
     return candidate
 
@@ -67,7 +71,7 @@ def load_plugins(group: str, port: type[P],
     seen: set[str] = set()
     for entry in entry_points(group=group) if entries is None else entries:
         if entry.name in seen:
-            log.debug("plugin %r registered twice in %s; keeping the first", entry.name, group)
+            _log().debug("plugin %r registered twice in %s; keeping the first", entry.name, group)
             continue
         seen.add(entry.name)
         plugin = _plugin_from(entry, port)
@@ -143,6 +147,8 @@ def missing_provider_error(remote: str,
                            factories: Iterable[ProviderFactory]) -> UsageError | None:
     """The refusal for a remote whose provider package is absent; None if it is installed
     (or the scheme is nobody's we know), so the caller's own refusal stands."""
+    from dsh_chapters_core.remote import parse_remote  # only a refused remote is parsed here
+
     installed = sorted(f.name for f in factories)
     parsed = parse_remote(remote)
     for name, schemes, package in PROVIDER_PACKAGES:

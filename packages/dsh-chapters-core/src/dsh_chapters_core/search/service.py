@@ -36,7 +36,6 @@ from dsh_chapters_core.ports.search import (
     SearchCache,
 )
 from dsh_chapters_core.ports.store import FileTree
-from dsh_chapters_core.rules import RuleStatus, effective_statuses
 from dsh_chapters_core.search.aliases import slugify
 from dsh_chapters_core.search.curated import RankFacts, rank_facts
 from dsh_chapters_core.search.entries import SearchEntry, entry_from_document, make_entry
@@ -176,6 +175,10 @@ def core_rule_ids_from_facts(log: FactLog, harness_id: str) -> frozenset[str]:
     (one interpretation of `rule-status` facts). The app injects `core_rules` built from
     `rules.load_rules`, which also binds approval to the rule's bytes; this is the fallback for
     a service built without it."""
+    # Imported on use: the rules package (proposals, selection, the text screens) is a lot to
+    # load, and a search built by the app never comes here.
+    from dsh_chapters_core.rules import RuleStatus, effective_statuses
+
     statuses = effective_statuses(log.facts, harness_id)
     return frozenset(rid for rid, fact in statuses.items() if fact.status is RuleStatus.CORE)
 

@@ -13,9 +13,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from dsh_chapters_core.curation import edits_path
 from dsh_chapters_core.errors import UsageError
-from dsh_chapters_core.ports.agents import ArtifactAction
 from dsh_chapters_core.search.packing import AnswerStatus
 from dsh_chapters_core.search.service import SearchRequest
 
@@ -30,9 +28,6 @@ from dsh_chapters.services.search import (
 )
 
 PROGRESS_MIN_FILES = 500  # a smaller index builds before a bar would be read
-
-ARTIFACT_ACTIONS = tuple(str(a) for a in (ArtifactAction.READ, ArtifactAction.TOC,
-                                          ArtifactAction.SEARCH))
 
 
 def progress_bar(inv: Invocation) -> Callable[[str, int, int], None] | None:
@@ -86,6 +81,8 @@ def run_index(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_topic_merge(args: argparse.Namespace, inv: Invocation) -> int:
+    from dsh_chapters_core.curation import edits_path
+
     app = inv.app
     fact = merge_topics(app, args.source, args.target)
     path = f"{app.store_dir()}/{edits_path(app.harness_id)}"
@@ -97,10 +94,15 @@ def run_topic_merge(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_artifact(args: argparse.Namespace, inv: Invocation) -> int:
+    # Imported here: the four commands share this module, and `search` starts on every query.
+    from dsh_chapters_core.ports.agents import ArtifactAction
+
+    actions = tuple(str(a) for a in (ArtifactAction.READ, ArtifactAction.TOC,
+                                     ArtifactAction.SEARCH))
     action = args.action or "read"
-    if action not in ARTIFACT_ACTIONS:
+    if action not in actions:
         raise UsageError(f"chapters artifact: unknown action {action!r}",
-                         hint="one of: " + ", ".join(ARTIFACT_ACTIONS))
+                         hint="one of: " + ", ".join(actions))
     if action != "search" and args.words:
         raise UsageError(f"chapters artifact {action} takes no words, got {' '.join(args.words)!r}",
                          hint="chapters artifact <path|sha> search <words>")

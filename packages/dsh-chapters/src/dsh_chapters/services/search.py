@@ -9,25 +9,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dsh_chapters_core.curation import CurationFact
 from dsh_chapters_core.errors import ChaptersError, UsageError
-from dsh_chapters_core.ports.agents import ArtifactAction
-from dsh_chapters_core.reading import (
-    LineMatches,
-    LineSlice,
-    ResolvedFile,
-    Toc,
-    read_lines,
-    read_text,
-    resolve,
-    search_lines,
-    table_of_contents,
-)
-from dsh_chapters_core.search.packing import SearchAnswer
-from dsh_chapters_core.search.service import DoorName, RefreshReport, SearchRequest
+from dsh_chapters_core.search.service import DoorName
 
-from dsh_chapters.app import App
+if TYPE_CHECKING:
+    # Annotations only: `chapters search` starts on every query, and reading archived text
+    # back (`read_artifact`) is another command's path.
+    from dsh_chapters_core.curation import CurationFact
+    from dsh_chapters_core.ports.agents import ArtifactAction
+    from dsh_chapters_core.reading import LineMatches, LineSlice, ResolvedFile, Toc
+    from dsh_chapters_core.search.packing import SearchAnswer
+    from dsh_chapters_core.search.service import RefreshReport, SearchRequest
+
+    from dsh_chapters.app import App
 
 
 class EmptyQueryError(UsageError):
@@ -150,6 +146,15 @@ class ArtifactPage:
 def read_artifact(app: App, ref: str, action: ArtifactAction, *, query: str = "",
                   offset: int = 0, limit: int | None = None) -> ArtifactPage:
     """Archived text by path or sha, the store first, then the mirror; contained and capped."""
+    from dsh_chapters_core.ports.agents import ArtifactAction
+    from dsh_chapters_core.reading import (
+        read_lines,
+        read_text,
+        resolve,
+        search_lines,
+        table_of_contents,
+    )
+
     found = resolve(ref, app.read_roots())  # containment: `..`, absolute, symlinks out
     text = read_text(found)
     config = app.config
