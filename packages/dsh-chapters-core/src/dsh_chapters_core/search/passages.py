@@ -17,7 +17,9 @@ The best passage is also where the match is shown: its line that holds the most 
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -82,6 +84,10 @@ class _Matcher:
     def __init__(self, query: Sequence[QueryWord]) -> None:
         self.query = query
         self.memo: dict[str, int] = {}
+        # One regex search per line instead of one `in` per probe (longest first, so a probe
+        # that is a prefix of another never hides it: any hit is enough).
+        probes = sorted(_probes(query), key=lambda p: (-len(p), p))
+        self.probe = re.compile("|".join(map(re.escape, probes))) if probes else None
 
     def __call__(self, word: str) -> int:
         found = self.memo.get(word)
@@ -103,21 +109,31 @@ def _probes(query: Sequence[QueryWord]) -> tuple[str, ...]:
 
 def body_lines(body: str, match: _Matcher) -> list[_Line]:
     out: list[_Line] = []
-    probes = _probes(match.query)
+    probe = match.probe
+    memo = match.memo
+    findall, finditer = _WORD_RE.findall, _WORD_RE.finditer
     for text in body.split("\n"):
-        folded = text.casefold()
-        if not any(p in folded for p in probes):  # no query word can be here: count only
-            out.append(_Line(len(_WORD_RE.findall(text)), []))
+        if probe is None or not probe.search(text.casefold()):  # no query word here: count
+            out.append(_Line(len(findall(text)), []))
             continue
         count = 0
         hits: list[tuple[int, int, int]] = []
-        for start, word in words(text):
+        for found in finditer(text):
             count += 1
-            which = match(word)
+            word = found.group()
+            which = memo.get(word)
+            if which is None:
+                which = match(word)
             if which >= 0:
-                hits.append((which, start, start + len(word)))
+                hits.append((which, found.start(), found.end()))
         out.append(_Line(count, hits))
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def _matcher(query: tuple[QueryWord, ...]) -> _Matcher:
+    """One matcher per query, shared by every body it scores: a spelling is looked up once."""
+    return _Matcher(query)
 
 
 def holds(body: str, query: Sequence[QueryWord]) -> frozenset[int]:
@@ -170,7 +186,7 @@ def score_body(
     body's first line). No query word in the body scores 0 with no anchor."""
     if not body or not query:
         return NO_BODY_MATCH
-    lines = body_lines(body, _Matcher(query))
+    lines = body_lines(body, _matcher(tuple(query)))
     if not any(line.hits for line in lines):
         return NO_BODY_MATCH
     size = rules.lines
