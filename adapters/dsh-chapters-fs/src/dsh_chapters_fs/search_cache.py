@@ -459,8 +459,9 @@ class SqliteSearchCache:
             return None
         if not terms and (body is None or not body.terms):
             return BoundedCandidates(total=0, rows=iter(()))
+        ctes: list[str] = []
+        head_params: list[object] = []
         params: list[object] = []
-        head = ""
         restrict = ""
         if within is not None:
             listed = [_phrase(t, m) for t in sorted(within.terms) for m in _FIELD_MARKS]
@@ -470,8 +471,9 @@ class SqliteSearchCache:
             if not listed:
                 return BoundedCandidates(total=self._match_total(terms, body, project_key),
                                          rows=iter(()))
-            head = "WITH cand(id) AS MATERIALIZED (SELECT rowid FROM terms WHERE terms MATCH ?)"
-            params.append(" OR ".join(listed))
+            ctes.append("cand(id) AS MATERIALIZED "
+                        "(SELECT rowid FROM terms WHERE terms MATCH ?)")
+            head_params.append(" OR ".join(listed))
             # FTS5 reads a doclist whole; a rowid filter inside it would seek once per row.
             restrict = "WHERE id IN (SELECT id FROM cand)"
         arms, arm_params = _field_hits(terms, weights, _phrase)
@@ -483,34 +485,38 @@ class SqliteSearchCache:
             params += [weights.category, *arm_params]
         if body is not None and body.terms:
             n = len(body.terms)
-            words = json.dumps([[i, t, body.idf[i]] for i, ts in enumerate(body.terms)
-                                for t in ts])
+            # The query's words as a table, read out of JSON once (not once per profile row).
+            ctes.append("w(i, term, idf) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, "
+                        "value ->> 2 FROM json_each(?))")
+            head_params.append(json.dumps([[i, t, body.idf[i]]
+                                           for i, ts in enumerate(body.terms) for t in ts]))
             # Adjacent held pairs from the bitmask of held words (the phrase ceiling).
             pairs = " + ".join(f"((mask >> {i}) & 3 = 3)" for i in range(n - 1)) or "0"
-            # Within a candidate list, each (term, row) profile is one primary-key lookup.
-            source = ("cand c JOIN json_each(?) w JOIN bodytf b "
-                      "ON b.term = w.value ->> 1 AND b.id = c.id" if within is not None else
-                      "json_each(?) w JOIN bodytf b ON b.term = w.value ->> 1")
+            # Each term's profiles are read in key order; a round keeps its holders' rows only.
+            scan = ("w JOIN bodytf b ON b.term = w.term"
+                    + (" WHERE b.id IN (SELECT id FROM cand)" if within is not None else ""))
+            if all(len(ts) == 1 for ts in body.terms):
+                per_word = ("SELECT b.id AS id, w.i AS i, w.idf AS idf, b.m AS m, b.l AS l "
+                            f"FROM {scan}")
+            else:  # a word with several terms holds the sum of their m (BodyBound)
+                per_word = (f"SELECT b.id AS id, w.i AS i, w.idf AS idf, sum(b.m) AS m, "
+                            f"min(b.l) AS l FROM {scan} GROUP BY b.id, w.i")
             parts.append(f"""
             SELECT id, 0.0, bm * held / {n}.0 + ? * ({pairs}) FROM (
               SELECT q.id, sum(q.idf * q.m * ? / (q.m + ? * (1.0 - ? + ? * q.l / ?)))
                      AS bm, count(*) AS held, sum(1 << q.i) AS mask
-              FROM (SELECT b.id, w.value ->> 0 AS i, w.value ->> 2 AS idf, sum(b.m) AS m,
-                           min(b.l) AS l
-                    FROM {source}
-                    GROUP BY b.id, w.value ->> 0) q
+              FROM ({per_word}) q
               GROUP BY q.id)""")
-            params += [body.phrase_bonus, body.k1 + 1.0, body.k1, body.b, body.b, body.expected,
-                       words]
+            params += [body.phrase_bonus, body.k1 + 1.0, body.k1, body.b, body.b, body.expected]
         scope = ""
         if project_key:
             scope = "WHERE k.project_key IN (?, '')"
+        head = ("WITH " + ", ".join(ctes)) if ctes else ""
         sql = f"""{head}
         SELECT k.path, sum(u.s) + ? + ? * sum(u.c) AS ceiling, count(*) OVER () AS total
         FROM ({" UNION ALL ".join(parts)}) u JOIN keys k ON k.id = u.id {scope}
         GROUP BY u.id ORDER BY ceiling DESC, k.date_key DESC, k.path"""
-        params = [*params[:1 if within is not None else 0], slack, body_weight,
-                  *params[1 if within is not None else 0:]]
+        params = [*head_params, slack, body_weight, *params]
         if project_key:
             params.append(project_key)
         cursor = db.execute(sql, params)
