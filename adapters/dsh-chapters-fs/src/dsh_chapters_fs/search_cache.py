@@ -476,25 +476,26 @@ class SqliteSearchCache:
             head_params.append(" OR ".join(listed))
             # FTS5 reads a doclist whole; a rowid filter inside it would seek once per row.
             restrict = "WHERE id IN (SELECT id FROM cand)"
+        # One row per frontmatter hit and one per (entry, held word), grouped once by entry.
         arms, arm_params = _field_hits(terms, weights, _phrase)
         parts: list[str] = []
         if arms:
-            parts.append(f"""
-            SELECT id, sum(w) + (CASE WHEN max(cat) = 1 THEN ? ELSE 0.0 END) AS s, 0.0 AS c
-            FROM ({" UNION ALL ".join(arms)}) {restrict} GROUP BY id""")
-            params += [weights.category, *arm_params]
-        if body is not None and body.terms:
-            n = len(body.terms)
+            # Materialized: a filter pushed into an FTS5 arm would seek once per row.
+            ctes.append(f"fm(id, w, cat) AS MATERIALIZED ({' UNION ALL '.join(arms)})")
+            head_params += arm_params
+            parts.append(f"SELECT id, w AS fw, cat, 0.0 AS bm, 0 AS held, 0 AS mask "
+                         f"FROM fm {restrict}")
+        n = len(body.terms) if body is not None else 0
+        if body is not None and n:
             # The query's words as a table, read out of JSON once (not once per profile row).
             ctes.append("w(i, term, idf) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, "
                         "value ->> 2 FROM json_each(?))")
             head_params.append(json.dumps([[i, t, body.idf[i]]
                                            for i, ts in enumerate(body.terms) for t in ts]))
-            # Adjacent held pairs from the bitmask of held words (the phrase ceiling).
-            pairs = " + ".join(f"((mask >> {i}) & 3 = 3)" for i in range(n - 1)) or "0"
             # Each term's profiles are read in key order; a round keeps its holders' rows only.
+            # (`+b.id`: never as a key lookup per holder and term: one scan per term is less.)
             scan = ("w JOIN bodytf b ON b.term = w.term"
-                    + (" WHERE b.id IN (SELECT id FROM cand)" if within is not None else ""))
+                    + (" WHERE +b.id IN (SELECT id FROM cand)" if within is not None else ""))
             if all(len(ts) == 1 for ts in body.terms):
                 per_word = ("SELECT b.id AS id, w.i AS i, w.idf AS idf, b.m AS m, b.l AS l "
                             f"FROM {scan}")
@@ -502,21 +503,27 @@ class SqliteSearchCache:
                 per_word = (f"SELECT b.id AS id, w.i AS i, w.idf AS idf, sum(b.m) AS m, "
                             f"min(b.l) AS l FROM {scan} GROUP BY b.id, w.i")
             parts.append(f"""
-            SELECT id, 0.0, bm * held / {n}.0 + ? * ({pairs}) FROM (
-              SELECT q.id, sum(q.idf * q.m * ? / (q.m + ? * (1.0 - ? + ? * q.l / ?)))
-                     AS bm, count(*) AS held, sum(1 << q.i) AS mask
-              FROM ({per_word}) q
-              GROUP BY q.id)""")
-            params += [body.phrase_bonus, body.k1 + 1.0, body.k1, body.b, body.b, body.expected]
+            SELECT q.id, 0.0, 0, q.idf * q.m * ? / (q.m + ? * (1.0 - ? + ? * q.l / ?)), 1,
+                   1 << q.i
+            FROM ({per_word}) q""")
+            params += [body.k1 + 1.0, body.k1, body.b, body.b, body.expected]
+        # Adjacent held pairs from the bitmask of held words (the phrase ceiling).
+        pairs = " + ".join(f"((mask >> {i}) & 3 = 3)" for i in range(n - 1)) or "0"
+        body_part = f"(CASE WHEN held > 0 THEN bm * held / {n}.0 + ? * ({pairs}) ELSE 0.0 END)"
         scope = ""
         if project_key:
             scope = "WHERE k.project_key IN (?, '')"
         head = ("WITH " + ", ".join(ctes)) if ctes else ""
         sql = f"""{head}
-        SELECT k.path, sum(u.s) + ? + ? * sum(u.c) AS ceiling, count(*) OVER () AS total
-        FROM ({" UNION ALL ".join(parts)}) u JOIN keys k ON k.id = u.id {scope}
-        GROUP BY u.id ORDER BY ceiling DESC, k.date_key DESC, k.path"""
-        params = [*head_params, slack, body_weight, *params]
+        SELECT k.path, s + (CASE WHEN cat = 1 THEN ? ELSE 0.0 END) + ?
+                 + ? * {body_part if n else "0.0"} AS ceiling, count(*) OVER () AS total
+        FROM (SELECT id, sum(fw) AS s, max(cat) AS cat, sum(bm) AS bm, sum(held) AS held,
+                     sum(mask) AS mask
+              FROM ({" UNION ALL ".join(parts)}) GROUP BY id) u
+        JOIN keys k ON k.id = u.id {scope}
+        ORDER BY ceiling DESC, k.date_key DESC, k.path"""
+        params = [*head_params, weights.category, slack, body_weight,
+                  *([body.phrase_bonus] if body is not None and n else []), *params]
         if project_key:
             params.append(project_key)
         cursor = db.execute(sql, params)
