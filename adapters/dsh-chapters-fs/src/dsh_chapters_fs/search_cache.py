@@ -36,7 +36,7 @@ from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.terms import QueryWord
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
@@ -98,15 +98,25 @@ CREATE INDEX IF NOT EXISTS entries_rules ON entries(rule_id);
 -- Row counts per project and of legacy fragments, kept by triggers: when the whole door is in
 -- one scope and has no fragment, a query needs no join to count or to find its threshold.
 CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+-- The body totals too (`=words`, `=lines`; `=` is never a project key's first character
+-- here, being kept apart by the prefix): a query's statistics read three rows, not every key.
 CREATE TRIGGER IF NOT EXISTS keys_in AFTER INSERT ON keys BEGIN
   INSERT INTO tallies VALUES ('project:' || new.project_key, 1)
     ON CONFLICT(name) DO UPDATE SET n = n + 1;
   INSERT INTO tallies SELECT 'legacy', 1 WHERE new.legacy = 1
     ON CONFLICT(name) DO UPDATE SET n = n + 1;
+  INSERT INTO tallies VALUES ('=documents', 1) ON CONFLICT(name) DO UPDATE SET n = n + 1;
+  INSERT INTO tallies VALUES ('=words', new.body_words)
+    ON CONFLICT(name) DO UPDATE SET n = n + new.body_words;
+  INSERT INTO tallies VALUES ('=lines', new.body_lines)
+    ON CONFLICT(name) DO UPDATE SET n = n + new.body_lines;
 END;
 CREATE TRIGGER IF NOT EXISTS keys_out AFTER DELETE ON keys BEGIN
   UPDATE tallies SET n = n - 1 WHERE name = 'project:' || old.project_key;
   UPDATE tallies SET n = n - 1 WHERE name = 'legacy' AND old.legacy = 1;
+  UPDATE tallies SET n = n - 1 WHERE name = '=documents';
+  UPDATE tallies SET n = n - old.body_words WHERE name = '=words';
+  UPDATE tallies SET n = n - old.body_lines WHERE name = '=lines';
 END;
 CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
   tokens, content='', tokenize='ascii', detail='none', columnsize=0
@@ -353,10 +363,10 @@ class SqliteSearchCache:
 
     def body_stats(self, words: Sequence[QueryWord]) -> BodyStats:
         db = self.db
-        # From the narrow `keys` rows: reading `entries` would page through every body.
-        documents, total_words, total_lines = db.execute(
-            "SELECT count(*), coalesce(sum(body_words), 0), coalesce(sum(body_lines), 0) "
-            "FROM keys").fetchone()
+        # Kept by the `keys` triggers: summing every key would read the whole table.
+        totals = dict(db.execute("SELECT name, n FROM tallies WHERE name LIKE '=%'").fetchall())
+        documents, total_words, total_lines = (
+            totals.get("=documents", 0), totals.get("=words", 0), totals.get("=lines", 0))
         df: dict[str, int] = {}
         for word in words:
             match = " OR ".join(f'"{_body_token(t)}"' for t in sorted(word.terms))
@@ -383,7 +393,8 @@ class SqliteSearchCache:
             return CandidatePage(entries=[], plain_total=0)
         tallies = dict(self.db.execute("SELECT name, n FROM tallies WHERE n > 0").fetchall())
         has_legacy = bool(tallies.get("legacy"))
-        projects = {name.removeprefix("project:") for name in tallies if name != "legacy"}
+        projects = {name.removeprefix("project:") for name in tallies
+                    if name.startswith("project:")}
         scoped = bool(project_key) and not projects <= {project_key, ""}
 
         def arm(term: str, mark: str) -> str:
@@ -510,35 +521,40 @@ class SqliteSearchCache:
         # Adjacent held pairs from the bitmask of held words (the phrase ceiling).
         pairs = " + ".join(f"((mask >> {i}) & 3 = 3)" for i in range(n - 1)) or "0"
         body_part = f"(CASE WHEN held > 0 THEN bm * held / {n}.0 + ? * ({pairs}) ELSE 0.0 END)"
-        scope = ""
-        if project_key:
-            scope = "WHERE k.project_key IN (?, '')"
-        head = ("WITH " + ", ".join(ctes)) if ctes else ""
+        projects = {name.removeprefix("project:") for name in tallies
+                    if name.startswith("project:")}
+        # Scoped only when the door holds another project; else the rows need no key at all,
+        # and only the paths of the rows read are looked up.
+        scoped = bool(project_key) and not projects <= {project_key, ""}
+        listing = "(SELECT count(*) FROM u)" if within is None else "0"
+        head = "WITH " + ", ".join([*ctes, f"""u AS MATERIALIZED (
+          SELECT id, s + (CASE WHEN cat = 1 THEN ? ELSE 0.0 END) + ?
+                 + ? * {body_part if n else "0.0"} AS ceiling
+          FROM (SELECT id, sum(fw) AS s, max(cat) AS cat, sum(bm) AS bm, sum(held) AS held,
+                       sum(mask) AS mask
+                FROM ({" UNION ALL ".join(parts)}) GROUP BY id)
+          {"WHERE id IN (SELECT id FROM keys WHERE project_key IN (?, ''))" if scoped else ""})"""])
         sql = f"""{head}
-        SELECT k.path, s + (CASE WHEN cat = 1 THEN ? ELSE 0.0 END) + ?
-                 + ? * {body_part if n else "0.0"} AS ceiling, count(*) OVER () AS total
-        FROM (SELECT id, sum(fw) AS s, max(cat) AS cat, sum(bm) AS bm, sum(held) AS held,
-                     sum(mask) AS mask
-              FROM ({" UNION ALL ".join(parts)}) GROUP BY id) u
-        JOIN keys k ON k.id = u.id {scope}
-        ORDER BY ceiling DESC, k.date_key DESC, k.path"""
+        SELECT NULL, {listing} UNION ALL
+        SELECT * FROM (SELECT id, ceiling FROM u ORDER BY ceiling DESC, id)"""
         params = [*head_params, weights.category, slack, body_weight,
                   *([body.phrase_bonus] if body is not None and n else []), *params]
-        if project_key:
+        if scoped:
             params.append(project_key)
         cursor = db.execute(sql, params)
-        first = cursor.fetchone()
+        _, listed_total = cursor.fetchone()
         if within is not None:
             total = self._match_total(terms, body, project_key)
         else:
-            total = int(first[2]) if first is not None else 0
-        if first is None:
-            return BoundedCandidates(total=total, rows=iter(()))
+            total = int(listed_total)
 
         def rows() -> Iterator[tuple[str, float]]:
-            yield str(first[0]), float(first[1])
-            for path, ceiling, _ in cursor:
-                yield str(path), float(ceiling)
+            while chunk := cursor.fetchmany(64):
+                marks = ",".join("?" * len(chunk))
+                paths = dict(db.execute(f"SELECT id, path FROM keys WHERE id IN ({marks})",
+                                        [row_id for row_id, _ in chunk]).fetchall())
+                for row_id, ceiling in chunk:
+                    yield str(paths[row_id]), float(ceiling)
 
         return BoundedCandidates(total=total, rows=rows())
 
