@@ -89,6 +89,9 @@ def search_section(report: dict[str, Any]) -> list[str]:
         "",
         "- **`chapters search <q> --json` as a process**: the installed entry point in a "
         "subprocess, cwd the workspace, the index already current; wall time of the process.",
+        "- **Bytecode, as installed**: the workspace's sources are byte-compiled "
+        "(`python -m compileall`) before the processes are timed, and each runs without "
+        "`PYTHONDONTWRITEBYTECODE`, so it loads `.pyc` files instead of recompiling its modules.",
         "- **`rg -il`**: `rg -i -l -e <word>…` over the same chapter files, run right after "
         "each `chapters search`, so both see the same machine load.",
         "- **In-process**: our `SearchService.search` (from the composition root), and an "
