@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,19 @@ HEAVY = ("dulwich", "httpx", "mcp", "dsh_chapters_core.enrich", "dsh_chapters_ha
 # config is TOML read by plain code; the core's frontmatter takes the JSON path), the other
 # transports, the harness events, the rules use case (core rules come from the cache), the
 # artifact reader and logging. Each was once on this path and cost milliseconds per query.
+# Nor the index updater and the notice's words (a current index is only read), uuid and the
+# `platform` it imports (a projectKey is a name-based UUID), or threading.
 NOT_FOR_SEARCH = (
     "yaml", "attr", "attrs", "cattrs", "logging", "dsh_chapters_git", "dsh_chapters_treedx",
     "dsh_chapters_core.events", "dsh_chapters_core.ports.harness",
     "dsh_chapters_core.ports.transport", "dsh_chapters_core.ports.agents",
     "dsh_chapters_core.rules", "dsh_chapters.services.rules", "dsh_chapters_core.reading",
+    "dsh_chapters_core.search.index.update", "dsh_chapters_core.notice_words",
+    "uuid", "platform", "threading",
 )
+# With DSH_HOME set (hooks, the benchmarks), not the platform's data-dir lookup either, nor
+# shutil and its compressors (platformdirs' tempfile, or argparse's formatter for the width).
+NOT_WITH_DSH_HOME = ("platformdirs", "tempfile", "shutil", "bz2", "lzma")
 
 _PROBE = """
 import contextlib, io, json, sys
@@ -31,9 +39,10 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def _modules_after(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
+def _modules_after(tmp_path: Path, *argv: str,
+                   env: dict[str, str] | None = None) -> tuple[int, set[str]]:
     done = subprocess.run([sys.executable, "-c", _PROBE, *argv], cwd=tmp_path, check=True,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=env)
     data = json.loads(done.stdout.strip().splitlines()[-1])
     return int(data["code"] or 0), set(data["modules"])
 
@@ -77,3 +86,13 @@ def test_a_search_over_a_current_index_loads_only_search(tmp_path: Path) -> None
     assert _heavy(modules, HEAVY + NOT_FOR_SEARCH) == set()
     commands = {m for m in modules if m.startswith("dsh_chapters.commands.")}
     assert commands == {"dsh_chapters.commands.invocation", "dsh_chapters.commands.search"}
+
+
+def test_a_search_with_dsh_home_set_looks_up_no_platform_dir(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    env = dict(os.environ, DSH_HOME=str(tmp_path / "home"))
+    for argv in (("index",), ("search", "retry")):
+        assert _modules_after(tmp_path, *argv, env=env)[0] == 0
+    code, modules = _modules_after(tmp_path, "search", "retry", "backoff", "--json", env=env)
+    assert code == 0
+    assert _heavy(modules, HEAVY + NOT_FOR_SEARCH + NOT_WITH_DSH_HOME) == set()

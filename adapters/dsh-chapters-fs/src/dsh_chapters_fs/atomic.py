@@ -13,11 +13,11 @@ crash-safety tests SIGKILL a real archive while it sleeps there.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import itertools
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -34,7 +34,8 @@ def is_temp_name(name: str) -> bool:
 
 _write_numbers = itertools.count(1)
 _started = [0]  # write_atomic calls begun in this process (the writer lock reads it)
-_started_guard = threading.Lock()
+# threading.Lock is this; the threading module itself (a millisecond to import) is not needed.
+_started_guard = _thread.allocate_lock()
 
 
 def writes_started() -> int:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import platformdirs
-
 HOME_ENV = "DSH_HOME"
 
 
@@ -15,6 +13,9 @@ def resolve_dsh_home(env: Mapping[str, str]) -> Path:
     explicit = env.get(HOME_ENV, "")
     if explicit:
         return Path(explicit).expanduser().absolute()
+    # Imported here: a set DSH_HOME (hooks, tests, the benchmarks) never pays for it.
+    import platformdirs
+
     return Path(platformdirs.user_data_dir("dsh"))
 
 

@@ -7,9 +7,9 @@ machines), and a configured override wins over both.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -75,8 +75,37 @@ def canonicalize_remote(url: str, *, namespaces: Collection[str] = ()) -> str:
     return f"{namespace}/{rest}" if namespace else rest
 
 
+# The uuid module imports `platform` (milliseconds on every command's start) for the node
+# and time based UUIDs; a projectKey only needs RFC 4122's name-based SHA-1 form and the
+# canonical spelling of a given UUID, both written out here as uuid.py does them.
+_NAMESPACE_OID = bytes.fromhex("6ba7b8129dad11d180b400c04fd430c8")  # uuid.NAMESPACE_OID
+
+
+def _spelled(value: int) -> str:
+    text = f"{value:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 def _key(canonical: str) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_OID, canonical))
+    """`str(uuid.uuid5(uuid.NAMESPACE_OID, canonical))`."""
+    digest = hashlib.sha1(_NAMESPACE_OID + canonical.encode("utf-8"), usedforsecurity=False)
+    value = int.from_bytes(digest.digest()[:16], "big")
+    value &= ~(0xC000 << 48)  # the variant: RFC 4122
+    value |= 0x8000 << 48
+    value &= ~(0xF000 << 64)  # the version: 5
+    value |= 5 << 76
+    return _spelled(value)
+
+
+def _uuid_text(text: str) -> str:
+    """`str(uuid.UUID(text))`: the same accepted spellings, ValueError for anything else."""
+    hexdigits = text.replace("urn:", "").replace("uuid:", "").strip("{}").replace("-", "")
+    if len(hexdigits) != 32:
+        raise ValueError("badly formed hexadecimal UUID string")
+    value = int(hexdigits, 16)
+    if not 0 <= value < 1 << 128:
+        raise ValueError("int is out of range (need a 128-bit value)")
+    return _spelled(value)
 
 
 def derive_project_key(
@@ -91,7 +120,7 @@ def derive_project_key(
     chosen = override.strip()
     if chosen:
         try:
-            key = str(uuid.UUID(chosen))
+            key = _uuid_text(chosen)
         except ValueError:
             key = _key(chosen)
         return ProjectIdentity(project_key=key, canonical=chosen, derivation="override")

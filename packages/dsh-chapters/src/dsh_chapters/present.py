@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from dsh_chapters_core.errors import Argument, ArgumentError, ChaptersError, NextStep
-from dsh_chapters_core.notice_words import NoticeWords
 
 if TYPE_CHECKING:
     # Annotations only: every command imports this module (for its error text), and the
     # archive use case is heavy to load for a command that never archives.
     from dsh_chapters_core.archive import ArchivedChapter, ArchiveReport
+    from dsh_chapters_core.notice_words import NoticeWords
 
 _FLAGS: Mapping[Argument, str] = {
     Argument.MAX_TOKENS: "--max-tokens",
@@ -73,17 +73,35 @@ def error_text(exc: ChaptersError) -> str:
     return f"{message}\n  next: {hint}" if hint else message
 
 
-# The notice tells an agent how to reach each door through the CLI (§7.3).
-NOTICE_WORDS = NoticeWords(
-    list_rules="`chapters rule list`",
-    list_category="`chapters rule list --category <name>`",
-    revoke_rule="`chapters rule revoke <id>`",
-    add_rule="`chapters rule add`",
-    list_chapters="`chapters list`",
-    search='`chapters search "<query>"`',
-    raise_budget="`--max-tokens N`",
-    search_topic="`chapters search --topic <topic>`",
-)
+def _notice_words() -> NoticeWords:
+    # The notice tells an agent how to reach each door through the CLI (§7.3).
+    from dsh_chapters_core.notice_words import NoticeWords
+
+    return NoticeWords(
+        list_rules="`chapters rule list`",
+        list_category="`chapters rule list --category <name>`",
+        revoke_rule="`chapters rule revoke <id>`",
+        add_rule="`chapters rule add`",
+        list_chapters="`chapters list`",
+        search='`chapters search "<query>"`',
+        raise_budget="`--max-tokens N`",
+        search_topic="`chapters search --topic <topic>`",
+    )
+
+
+if TYPE_CHECKING:
+    NOTICE_WORDS: NoticeWords
+
+
+def __getattr__(name: str) -> object:
+    # NOTICE_WORDS is built on first use (then kept, one object): every command imports this
+    # module for its error text, and only the notice's paths read these words.
+    if name == "NOTICE_WORDS":
+        words = globals()["NOTICE_WORDS"] = _notice_words()
+        return words
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 SYNC_NOW = "`chapters sync`"  # a deferred push, delivered now (`chapters status`)
 BUILD_INDEX = "`chapters index`"  # no search index yet (`chapters status`)
 MANUAL_DRAIN = "chapters enrich run"  # why a drain ran when asked (`chapters enrich run --json`)

@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.curation import (
@@ -45,7 +45,6 @@ from dsh_chapters_core.search.index import (
     Curation,
     DoorLayout,
     IndexManifest,
-    IndexUpdate,
     index_is_current,
     list_documents,
     load_manifest,
@@ -68,6 +67,10 @@ from dsh_chapters_core.search.vocabulary import (
     VocabularyCandidate,
     vocabulary_candidates,
 )
+
+if TYPE_CHECKING:
+    # Annotations only: the updater is imported when an index is brought current.
+    from dsh_chapters_core.search.index import IndexUpdate
 
 STATUS_PATH = "cache/search-status.json"  # machine-local, under the store root
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +56,36 @@ COMMANDS: tuple[CommandEntry, ...] = (
 FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(entry.family for entry in COMMANDS))
 
 
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`, which argparse's formatter asks for on every
+    `add_argument`; importing shutil (with its bz2 and lzma) costs every command's start."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        size = os.get_terminal_size(sys.__stdout__.fileno())  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+    return size.columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, its default width found without shutil (the same width)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> Any:  # argparse's own exit code is 2 already; keep the text
         raise UsageError(f"{self.prog}: {message}", hint=f"run `{self.prog} --help`")
 
@@ -76,7 +107,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     the other commands appear in `--help` from the table alone. Without, every family is."""
     from dsh_chapters.__about__ import __version__
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, formatter_class=_Formatter)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print data as JSON")
     parser = _Parser(prog="chapters", description="Keep, share and find an agent's past work.",

@@ -5,6 +5,8 @@ Split along its seams: `layout` (where inputs are, document identity, the split 
 rebuilds). This package re-exports their public names, so callers import from one place.
 """
 
+from typing import TYPE_CHECKING
+
 from dsh_chapters_core.search.index.layout import (
     INDEX_DIR,
     DoorLayout,
@@ -38,7 +40,29 @@ from dsh_chapters_core.search.index.manifest import (
     shard_path,
     shard_rows,
 )
-from dsh_chapters_core.search.index.update import IndexUpdate, index_is_current, update_index
+
+if TYPE_CHECKING:
+    from dsh_chapters_core.search.index.update import IndexUpdate, index_is_current, update_index
+else:
+    # The updater is imported on first call: a query on a current index reads the manifest
+    # and the curation only, and `chapters search` pays on every query for what it imports.
+
+    def update_index(*args, **kwargs):
+        from dsh_chapters_core.search.index import update
+
+        return update.update_index(*args, **kwargs)
+
+    def index_is_current(*args, **kwargs):
+        from dsh_chapters_core.search.index import update
+
+        return update.index_is_current(*args, **kwargs)
+
+    def __getattr__(name):
+        if name == "IndexUpdate":
+            from dsh_chapters_core.search.index.update import IndexUpdate
+
+            return IndexUpdate
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "INDEX_DIR",
