@@ -16,6 +16,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Setting:
+    """One row of the settings table (§12): its key, default, documentation and bounds."""
+
     key: str  # the camelCase key in config files
     attr: str  # the Config attribute
     default: Any

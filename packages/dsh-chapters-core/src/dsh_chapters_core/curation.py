@@ -29,6 +29,8 @@ class FactType(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CurationFact:
+    """One appended curation fact: its type, its own fields, who wrote it and when."""
+
     type: FactType
     fields: tuple[tuple[str, Any], ...]  # the type's own keys, sorted; values are JSON values
     author: str = "user"  # "user" | "plugin"

@@ -28,6 +28,8 @@ class Provenance:
 
 @dataclass(frozen=True, slots=True)
 class Document:
+    """A chapter, plan or rule as the core reads it: frontmatter fields and the body."""
+
     path: str
     kind: DocumentKind
     title: str

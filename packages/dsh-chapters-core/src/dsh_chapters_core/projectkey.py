@@ -25,6 +25,8 @@ _SCP_FORM = re.compile(r"^(?P<host>[^/:]+):(?P<path>(?!//).*)$")
 
 @dataclass(frozen=True, slots=True)
 class ProjectIdentity:
+    """A projectKey and how it was derived (§2.3)."""
+
     project_key: str
     canonical: str  # the string the key was derived from (never holds a credential)
     derivation: str  # one of DERIVATIONS, or a key namespace

@@ -12,6 +12,8 @@ from dsh_chapters_core.documents import Document
 
 @dataclass(frozen=True, slots=True)
 class LockState:
+    """The writer lock as `chapters status` reports it."""
+
     held: bool
     pid: int = 0
     age_seconds: float = 0.0

@@ -38,6 +38,8 @@ class AnswerStatus(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Budget:
+    """The answer's token budget: asked for, spent and left."""
+
     requested: int
     used: int
     remaining: int
@@ -48,6 +50,8 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class SearchAnswer:
+    """One packed answer: the shown matches, the counts and the door that answered."""
+
     matches: tuple[ScoredEntry, ...]  # the shown matches, best first
     shown: int
     total: int

@@ -31,6 +31,8 @@ VOCABULARY_PATH = "topics/vocabulary.json"
 
 @dataclass(frozen=True, slots=True)
 class VocabularyCandidate:
+    """A proposed topic merge, with the evidence that suggested it."""
+
     source: str  # the label to merge ("from")
     target: str  # the label it merges into ("to")
     co_occurrences: int

@@ -21,6 +21,8 @@ from dsh_chapters_core.errors import UsageError
 
 @dataclass(frozen=True, slots=True)
 class CommandEntry:
+    """One row of the command table: enough for `--help` without importing the family."""
+
     name: str  # `chapters <name>`
     family: str  # the module `dsh_chapters.commands.<family>` that registers it
     help: str  # the line `chapters --help` shows

@@ -139,6 +139,8 @@ def merge_topics(app: App, source: str, target: str) -> CurationFact:
 
 @dataclass(frozen=True, slots=True)
 class ArtifactPage:
+    """What `read_artifact` found and the part of it that was asked for."""
+
     found: ResolvedFile
     result: LineSlice | Toc | LineMatches
 
