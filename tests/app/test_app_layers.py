@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -96,3 +97,23 @@ def test_a_search_with_dsh_home_set_looks_up_no_platform_dir(tmp_path: Path) -> 
     code, modules = _modules_after(tmp_path, "search", "retry", "backoff", "--json", env=env)
     assert code == 0
     assert _heavy(modules, HEAVY + NOT_FOR_SEARCH + NOT_WITH_DSH_HOME) == set()
+
+
+def _commands_of(argv: list[str]) -> set[str]:
+    from dsh_chapters.commands import build_parser
+
+    parser = build_parser(argv)
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(subs[0].choices)
+
+
+def test_a_run_that_cannot_list_commands_builds_only_its_family() -> None:
+    from dsh_chapters.commands import COMMANDS
+
+    every = {entry.name for entry in COMMANDS}
+    search_family = {"search", "index", "topic", "artifact"}
+    assert _commands_of(["search", "retry"]) == search_family
+    assert _commands_of(["--json", "-C", ".", "index"]) == search_family
+    # The top-level help and an unknown command's error list every command.
+    for argv in (["--help", "search"], ["--he", "search"], ["-h"], ["frobnicate"], []):
+        assert _commands_of(argv) == every

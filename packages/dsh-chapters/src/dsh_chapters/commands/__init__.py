@@ -104,9 +104,25 @@ def _family_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _may_list_commands(argv: Sequence[str]) -> bool:
+    """Whether parsing `argv` may print the command list (the top-level help, or an unknown
+    command's error). Only then are the other families' placeholder parsers built: twenty of
+    them cost argparse milliseconds on every start. False only when the words before a known
+    command are `--json` and `-C DIR`, which print nothing."""
+    names = {entry.name for entry in COMMANDS}
+    words = iter(argv)
+    for word in words:
+        if word == "-C":
+            next(words, None)
+        elif word != "--json":
+            return word not in names
+    return True
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `chapters` parser. With `argv`, only the family of the command it names is imported;
-    the other commands appear in `--help` from the table alone. Without, every family is."""
+    the other commands appear in `--help` from the table alone (and only when a run could list
+    them). Without, every family is."""
     from dsh_chapters.__about__ import __version__
 
     common = argparse.ArgumentParser(add_help=False, formatter_class=_Formatter)
@@ -119,6 +135,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"chapters {__version__}")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     wanted = FAMILIES if argv is None else tuple(f for f in (_family_of(argv),) if f)
+    listed = argv is None or _may_list_commands(argv)
     registered: set[str] = set()
     for entry in COMMANDS:
         if entry.name in registered:
@@ -128,7 +145,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             before = set(subs.choices)
             module.register(subs, common)
             registered |= set(subs.choices) - before
-        else:  # listed for --help; never run, since its family was not the one asked for
+        elif listed:  # listed for --help; never run, since its family was not the one asked for
             subs.add_parser(entry.name, help=entry.help, add_help=False)
             registered.add(entry.name)
     return parser
