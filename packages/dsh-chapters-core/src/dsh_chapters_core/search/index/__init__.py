@@ -38,7 +38,12 @@ from dsh_chapters_core.search.index.manifest import (
     shard_path,
     shard_rows,
 )
-from dsh_chapters_core.search.index.update import IndexUpdate, index_is_current, update_index
+from dsh_chapters_core.search.index.update import (
+    IndexUpdate,
+    fingerprint_chunks,
+    index_is_current,
+    update_index,
+)
 
 __all__ = [
     "INDEX_DIR",
@@ -54,6 +59,7 @@ __all__ = [
     "document_identity",
     "document_prefixes",
     "edits_paths",
+    "fingerprint_chunks",
     "index_is_current",
     "is_document_path",
     "kind_of",
