@@ -221,16 +221,12 @@ class IndexManifest:
         yield (f'"curation": {json.dumps(self.curation)},\n'
                f'"documents": {self.documents},\n'
                f'"edits": {json.dumps(dict(self.edits), sort_keys=True)},\n'
-               '"inputs": {\n').encode("utf-8")
+               '"inputs": {\n').encode()
         yield from _joined(self.lines)
         yield b'},\n"shards": {\n'
         yield from _joined([f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
                             for p, s in sorted(self.shards.items())])
-        yield f'}},\n"version": {MANIFEST_VERSION}\n'.encode("utf-8")
-
-    def body(self) -> str:
-        """Everything but the key line (whole: for small manifests and tests)."""
-        return b"".join(self.body_chunks()).decode("utf-8")
+        yield f'}},\n"version": {MANIFEST_VERSION}\n'.encode()
 
     def with_key(self) -> IndexManifest:
         digest = hashlib.sha256()
