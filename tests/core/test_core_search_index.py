@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
+import pytest
 from dsh_chapters_core.curation import FactType, make_fact
 from dsh_chapters_core.search.index import (
     MANIFEST_PATH,
+    MANIFEST_VERSION,
     DoorLayout,
+    IndexManifest,
+    IndexRecord,
+    fingerprint_chunks,
     load_manifest,
     manifest_key,
     shard_member_paths,
@@ -227,3 +233,54 @@ def test_incremental_equals_full_rebuild_byte_for_byte(ops: list[tuple], known_d
                               changed=changed)
         tokens = dict(update.fingerprints)
         assert derived(tree) == rebuilt_copy(tree)
+
+
+def whole_body(manifest: IndexManifest) -> str:
+    """The manifest's text made the way it was before it was streamed: one joined string."""
+    parts = [f'"curation": {json.dumps(manifest.curation)},',
+             f'"documents": {manifest.documents},',
+             f'"edits": {json.dumps(dict(manifest.edits), sort_keys=True)},',
+             '"inputs": {', ",\n".join(manifest.lines), "},", '"shards": {',
+             ",\n".join(f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
+                        for p, s in sorted(manifest.shards.items())),
+             "},", f'"version": {MANIFEST_VERSION}']
+    return "\n".join(part for part in parts if part) + "\n"
+
+
+@pytest.mark.parametrize("count", [0, 1, 2000, 4001])
+def test_the_streamed_manifest_is_the_text_it_replaced(count: int) -> None:
+    # Counts around the chunk size: the joints between chunks must fall where the commas were.
+    records = {
+        f"s{i % 7}/chapters/{i:04d}-é.md": IndexRecord(
+            path=f"s{i % 7}/chapters/{i:04d}-é.md", sha256=f"{i:064x}",
+            kind="" if i % 11 == 3 else "chapter", title=f"Title {i} — ünïcode \"quoted\"",
+            date="2026-09-17T10:00:00Z", project="p1", topics=("auth", "jwt"))
+        for i in range(count)}
+    shards = {"index/auth.md": "a" * 64, "index/jwt-é.md": "b" * 64} if count else {}
+    manifest = IndexManifest.of(dict(records), edits=(("h1", "c" * 64),), shards=shards,
+                                curation="d" * 64)
+    body = whole_body(manifest)
+    assert manifest.key == hashlib.sha256(body.encode("utf-8")).hexdigest()
+    assert manifest.dump() == f'{{\n"key": "{manifest.key}",\n{body}}}\n'.encode()
+    tree = MemoryDerivedTree()
+    tree.write_chunks(MANIFEST_PATH, manifest.dump_chunks())
+    loaded = load_manifest(tree)
+    assert loaded == manifest
+    assert loaded is not None and loaded.inputs == records
+    assert [r.path for r in loaded.records()] == sorted(records)
+    assert json.loads(tree.files[MANIFEST_PATH])["documents"] == sum(
+        1 for r in records.values() if not r.skipped)
+
+
+def test_making_the_manifest_lets_go_of_the_records() -> None:
+    records = {"a.md": IndexRecord("a.md", "0" * 64, "chapter"), "b.md": IndexRecord("b.md", "")}
+    manifest = IndexManifest.of(records, edits=(), shards={}, curation="")
+    assert records == {} and [r.path for r in manifest.records()] == ["a.md", "b.md"]
+    assert manifest.documents == 1
+
+
+@pytest.mark.parametrize("count", [0, 1, 5000, 12001])
+def test_change_tokens_stream_as_the_json_they_replaced(count: int) -> None:
+    tokens = {f"s{i}/chapters/{i:03d}-ü\".md": f"{i}:{i * 7919}" for i in reversed(range(count))}
+    expected = json.dumps(tokens, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    assert b"".join(fingerprint_chunks(tokens)) == expected

@@ -40,6 +40,14 @@ class SearchTree(DirectoryTree):
         if not path.startswith(DERIVED_PREFIXES):
             super().write(path, data)
             return
+        self.write_chunks(path, (data,))
+
+    def write_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
+        """`write`, with the chunks going into the temp file as they come: the manifest and
+        the change tokens of a big corpus are never one string in memory."""
+        if not path.startswith(DERIVED_PREFIXES):
+            super().write(path, b"".join(chunks))
+            return
         note_write()  # a writer section that refreshed the index did write (lock.py)
         target = self._abs(path)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -47,7 +55,9 @@ class SearchTree(DirectoryTree):
 
         tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
         try:
-            tmp.write_bytes(data)
+            with tmp.open("wb") as out:
+                for chunk in chunks:
+                    out.write(chunk)
             os.replace(tmp, target)
         except BaseException:
             tmp.unlink(missing_ok=True)

@@ -26,9 +26,16 @@ class DocumentReader(Protocol):
 
 
 class DerivedTree(FileTree, Protocol):
-    """A door's tree as the index sees it: a FileTree that may also drop a derived file and
-    report a cheap, machine-local change token, so an update reads only what changed.
+    """A door's tree as the index sees it: a FileTree that may also drop a derived file,
+    write one from pieces, and report a cheap, machine-local change token, so an update reads
+    only what changed.
     """
+
+    def write_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
+        """`write` of the chunks' concatenation, atomic the same way. A derived file that
+        grows with the corpus (the manifest, the change tokens) is written as it is made, so
+        it is never held whole in memory next to what it is made from."""
+        ...
 
     def remove(self, path: str) -> None:
         """Delete a derived file (a shard whose topic is gone). Missing is not an error."""

@@ -45,6 +45,7 @@ from dsh_chapters_core.search.index import (
     Curation,
     DoorLayout,
     IndexManifest,
+    fingerprint_chunks,
     index_is_current,
     list_documents,
     load_manifest,
@@ -516,15 +517,24 @@ class SearchService:
             cache.apply(upserts=delta_rows, removed=(*delta.removed, *delta.skipped),
                         state=new_state)
             return
-        want = {p: r.sha256 for p, r in manifest.inputs.items() if not r.skipped}
         have = {} if reset else dict(cache.shas())
-        stale = [(p, sha) for p, sha in sorted(want.items())
-                 if realias or have.get(p) != sha]
-        removed = sorted(p for p in have if p not in want)
+        wanted: set[str] = set()
+        # Manifest line numbers, not (path, sha) pairs: a rebuild of a big corpus would hold
+        # one of those for every document. The lines are in path order already.
+        stale: list[int] = []
+        for at, record in enumerate(manifest.records()):
+            if record.skipped:
+                continue
+            if have:
+                wanted.add(record.path)
+            if realias or have.get(record.path) != record.sha256:
+                stale.append(at)
+        removed = sorted(p for p in have if p not in wanted)
         # Written in batches (bounded memory on a rebuild); the state is recorded with the
         # last one only, so an interrupted rebuild is found stale and resumed next time.
         for start in range(0, max(len(stale), 1), batch):
-            chunk = stale[start:start + batch]
+            chunk = [(r.path, r.sha256) for r in
+                     (manifest.record_at(at) for at in stale[start:start + batch])]
             kept = {}
             if realias and not reset:  # same bytes, other aliases: re-derive from the rows
                 kept = {e.path: e for e in cache.by_paths([p for p, _ in chunk])}
@@ -561,15 +571,14 @@ class SearchService:
         A walk of the whole door (no `changed`) leaves the index current as of the generation
         read before it began; a writer that started since has bumped it past that."""
         generation = self._generation() if changed is None else ""
-        tokens = self._load_tokens(door)
+        tokens = {} if rebuild else self._load_tokens(door)  # a rebuild reads none of them
         told = self.progress
         update = update_index(door.tree, layout=door.layout, reader=door.reader,
                               fingerprints=tokens, rebuild=rebuild, changed=changed,
                               progress=None if told is None else (
                                   lambda done, total: told("read", done, total)))
-        if door.state is not None and door.state_path and dict(update.fingerprints) != tokens:
-            door.state.write(door.state_path, json.dumps(
-                dict(update.fingerprints), sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        if door.state is not None and door.state_path and update.fingerprints != tokens:
+            door.state.write_chunks(door.state_path, fingerprint_chunks(update.fingerprints))
         self._patch_cache(door, update.manifest, update.curation, update.loaded, reset=rebuild,
                           delta=update)
         self._record_generation(door, generation)

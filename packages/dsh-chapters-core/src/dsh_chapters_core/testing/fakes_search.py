@@ -38,6 +38,9 @@ class MemoryDerivedTree(MemoryTree):
         super().write(path, data)
         self.versions[path] = self.versions.get(path, 0) + 1
 
+    def write_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
+        self.write(path, b"".join(chunks))
+
     def read(self, path: str) -> bytes:
         self.reads.append(path)
         return super().read(path)

@@ -42,7 +42,12 @@ from dsh_chapters_core.search.index.manifest import (
 )
 
 if TYPE_CHECKING:
-    from dsh_chapters_core.search.index.update import IndexUpdate, index_is_current, update_index
+    from dsh_chapters_core.search.index.update import (
+        IndexUpdate,
+        fingerprint_chunks,
+        index_is_current,
+        update_index,
+    )
 else:
     # The updater is imported on first call: a query on a current index reads the manifest
     # and the curation only, and `chapters search` pays on every query for what it imports.
@@ -56,6 +61,11 @@ else:
         from dsh_chapters_core.search.index import update
 
         return update.index_is_current(*args, **kwargs)
+
+    def fingerprint_chunks(*args, **kwargs):
+        from dsh_chapters_core.search.index import update
+
+        return update.fingerprint_chunks(*args, **kwargs)
 
     def __getattr__(name):
         if name == "IndexUpdate":
@@ -78,6 +88,7 @@ __all__ = [
     "document_identity",
     "document_prefixes",
     "edits_paths",
+    "fingerprint_chunks",
     "index_is_current",
     "is_document_path",
     "kind_of",

@@ -139,6 +139,11 @@ class SplitTree:
             raise ValueError(f"the index writes only derived files, not {path!r}")
         self.derived.write(path, data)
 
+    def write_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
+        if not path.startswith(self.DERIVED):
+            raise ValueError(f"the index writes only derived files, not {path!r}")
+        self.derived.write_chunks(path, chunks)
+
     def remove(self, path: str) -> None:
         if path.startswith(self.DERIVED):
             self.derived.remove(path)

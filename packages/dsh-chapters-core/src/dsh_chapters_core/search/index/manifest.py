@@ -16,7 +16,8 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,9 @@ MANIFEST_VERSION = 2
 _KEY_LINE = re.compile(rb'"key": "([0-9a-f]{64})"')
 # A file name must stay under the filesystem's 255-byte limit; longer slugs get a digest tail.
 _SLUG_FILE_BYTES = 120
+# Manifest lines encoded (hashed, written) together: big enough to keep the per-chunk cost
+# small, small enough that a chunk is nothing next to the corpus.
+_CHUNK_LINES = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +136,12 @@ def normalize_document(layout: DoorLayout, path: str, doc: Document) -> Document
 def record_of(path: str, sha: str, doc: Document | None) -> IndexRecord:
     if doc is None:
         return IndexRecord(path=path, sha256=sha)
-    topics = tuple(dict.fromkeys(s for s in (slugify(t) for t in doc.topics) if s))
-    return IndexRecord(path=path, sha256=sha, kind=str(doc.kind), title=" ".join(doc.title.split()),
-                       date=doc.date, project=doc.project_key, topics=topics)
+    # Kinds, projects and topic labels repeat across the corpus: one copy each, not one a
+    # record (a rebuild holds every record at once).
+    topics = tuple(dict.fromkeys(sys.intern(s) for s in (slugify(t) for t in doc.topics) if s))
+    return IndexRecord(path=path, sha256=sha, kind=sys.intern(str(doc.kind)),
+                       title=" ".join(doc.title.split()), date=doc.date,
+                       project=sys.intern(doc.project_key), topics=topics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,23 +155,28 @@ class IndexManifest:
     curation: str = ""  # Curation.key the shards were built under
     documents: int = 0  # inputs that parsed as documents
     key: str = ""
-    text: str = field(default="", compare=False, repr=False)  # body(), once computed
 
     @classmethod
-    def of(cls, records: Mapping[str, IndexRecord], *, edits: tuple[tuple[str, str], ...],
+    def of(cls, records: dict[str, IndexRecord], *, edits: tuple[tuple[str, str], ...],
            shards: Mapping[str, str], curation: str) -> IndexManifest:
-        lines = tuple(records[p].manifest_line() for p in sorted(records))
+        """The manifest of `records`, which it empties as it goes: each record is dropped once
+        its line is made, so a rebuild never holds every record and every line at once."""
         documents = sum(1 for r in records.values() if not r.skipped)
-        return cls(lines, edits, dict(shards), curation, documents).with_key()
+        lines = [records.pop(p).manifest_line() for p in sorted(records)]
+        return cls(tuple(lines), edits, dict(shards), curation, documents).with_key()
+
+    def records(self) -> Iterator[IndexRecord]:
+        """Every record in path order, parsed a line at a time (never the section at once)."""
+        for line in self.lines:
+            yield _parsed(line)
+
+    def record_at(self, index: int) -> IndexRecord:
+        return _parsed(self.lines[index])
 
     @property
     def inputs(self) -> dict[str, IndexRecord]:
         """Every record, parsed now (O(N): for rebuilds, the vocabulary and reports)."""
-        if not self.lines:
-            return {}
-        data = json.loads("{" + ",".join(self.lines) + "}")
-        return {path: _record(path, r, line)
-                for (path, r), line in zip(data.items(), self.lines, strict=True)}
+        return {r.path: r for r in self.records()}
 
     def find(self, path: str) -> tuple[int, IndexRecord | None]:
         """Binary search: the line index where `path` is or would go, and its record."""
@@ -202,31 +214,43 @@ class IndexManifest:
         return IndexManifest(tuple(lines), edits, dict(shards), self.curation,
                              documents).with_key()
 
-    def body(self) -> str:
-        """Everything but the key line; the key is the sha256 of this text."""
-        if self.text:
-            return self.text
-        parts = [f'"curation": {json.dumps(self.curation)},',
-                 f'"documents": {self.documents},',
-                 f'"edits": {json.dumps(dict(self.edits), sort_keys=True)},',
-                 '"inputs": {']
-        parts.append(",\n".join(self.lines))
-        parts.append("},")
-        parts.append('"shards": {')
-        parts.append(",\n".join(f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
-                                for p, s in sorted(self.shards.items())))
-        parts.append("},")
-        parts.append(f'"version": {MANIFEST_VERSION}')
-        return "\n".join(part for part in parts if part) + "\n"
+    def body_chunks(self) -> Iterator[bytes]:
+        """Everything but the key line, as UTF-8 chunks; the key is the sha256 of their
+        concatenation. Made again for each use rather than kept: at a hundred thousand inputs
+        the text is as big as the lines themselves."""
+        yield (f'"curation": {json.dumps(self.curation)},\n'
+               f'"documents": {self.documents},\n'
+               f'"edits": {json.dumps(dict(self.edits), sort_keys=True)},\n'
+               '"inputs": {\n').encode()
+        yield from _joined(self.lines)
+        yield b'},\n"shards": {\n'
+        yield from _joined([f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
+                            for p, s in sorted(self.shards.items())])
+        yield f'}},\n"version": {MANIFEST_VERSION}\n'.encode()
 
     def with_key(self) -> IndexManifest:
-        body = self.body()
-        key = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        digest = hashlib.sha256()
+        for chunk in self.body_chunks():
+            digest.update(chunk)
         return IndexManifest(self.lines, self.edits, self.shards, self.curation, self.documents,
-                             key, body)
+                             digest.hexdigest())
+
+    def dump_chunks(self) -> Iterator[bytes]:
+        """The file, in chunks (`DerivedTree.write_chunks` streams them to disk)."""
+        yield f'{{\n"key": "{self.key}",\n'.encode("ascii")
+        yield from self.body_chunks()
+        yield b"}\n"
 
     def dump(self) -> bytes:
-        return (f'{{\n"key": "{self.key}",\n' + self.body() + "}\n").encode("utf-8")
+        return b"".join(self.dump_chunks())
+
+
+def _joined(lines: Sequence[str]) -> Iterator[bytes]:
+    """`",\n".join(lines) + "\n"` encoded (nothing at all for no lines), a chunk at a time."""
+    for start in range(0, len(lines), _CHUNK_LINES):
+        end = start + _CHUNK_LINES
+        tail = "\n" if end >= len(lines) else ",\n"
+        yield (",\n".join(lines[start:end]) + tail).encode("utf-8")
 
 
 _DECODER = json.JSONDecoder()
@@ -237,9 +261,17 @@ def _line_path(line: str) -> str:
     return path if isinstance(path, str) else ""
 
 
+def _parsed(line: str) -> IndexRecord:
+    """One manifest line (`"<path>": {…}`) as its record."""
+    path, end = _DECODER.raw_decode(line)
+    if not isinstance(path, str) or line[end:end + 2] != ": ":
+        raise ValueError(f"not a manifest line: {line[:80]!r}")
+    return _record(path, _DECODER.raw_decode(line, end + 2)[0], line)
+
+
 def _record(path: str, r: Mapping[str, Any], line: str = "") -> IndexRecord:
-    return IndexRecord(path, r["sha256"], r["kind"], r["title"], r["date"], r["project"],
-                       tuple(r["topics"]), line)
+    return IndexRecord(path, r["sha256"], sys.intern(r["kind"]), r["title"], r["date"],
+                       sys.intern(r["project"]), tuple(sys.intern(t) for t in r["topics"]), line)
 
 
 def load_manifest(tree: FileTree) -> IndexManifest | None:
@@ -249,17 +281,17 @@ def load_manifest(tree: FileTree) -> IndexManifest | None:
         return None
     raw = tree.read(MANIFEST_PATH)
     try:
-        text = raw.decode("utf-8")
-        head, _, rest = text.partition("\n")
-        key_line, _, rest = rest.partition("\n")
-        match = _KEY_LINE.fullmatch(key_line.rstrip(",").encode("ascii"))
-        if head != "{" or match is None or not rest.endswith("}\n"):
+        first = raw.find(b"\n")
+        second = raw.find(b"\n", first + 1)
+        match = _KEY_LINE.fullmatch(raw[first + 1:second].rstrip(b","))
+        if (first < 0 or second < 0 or raw[:first] != b"{" or match is None
+                or not raw.endswith(b"}\n")):
             return None
-        body = rest[:-2]
         key = match.group(1).decode("ascii")
-        if hashlib.sha256(body.encode("utf-8")).hexdigest() != key:
+        body = memoryview(raw)[second + 1:-2]  # hashed and decoded in place, never copied
+        if hashlib.sha256(body).hexdigest() != key:
             return None  # hand-edited or torn: derived, so rebuild rather than trust it
-        lines = body.split("\n")
+        lines = str(body, "utf-8").split("\n")
         if (len(lines) < 9 or lines[3] != '"inputs": {'
                 or lines[-2] != f'"version": {MANIFEST_VERSION}' or lines[-1] != ""):
             return None
@@ -277,7 +309,6 @@ def load_manifest(tree: FileTree) -> IndexManifest | None:
             curation=str(head_data["curation"]),
             documents=int(head_data["documents"]),
             key=key,
-            text=body,
         )
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeError):
         return None
@@ -373,7 +404,7 @@ def canonical_topics(record: IndexRecord, curation: Curation) -> tuple[str, ...]
 
 def record_topic_sets(manifest: IndexManifest, curation: Curation) -> list[tuple[str, ...]]:
     """Canonical topics of every parsed input (the vocabulary's co-occurrence input)."""
-    return [canonical_topics(r, curation) for r in manifest.inputs.values() if not r.skipped]
+    return [canonical_topics(r, curation) for r in manifest.records() if not r.skipped]
 
 
 def kind_of(record: IndexRecord) -> DocumentKind | None:

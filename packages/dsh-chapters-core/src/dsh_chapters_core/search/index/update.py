@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from dsh_chapters_core.documents import Document
@@ -108,6 +109,7 @@ class _Reads:
 # none past this, so building never holds the corpus (the cache re-reads, batch by batch).
 KEEP_LOADED = 1000
 _PROGRESS_EVERY = 250  # files read between two progress reports
+_TOKENS_A_CHUNK = 5000  # change tokens encoded together when they are written
 
 
 def _read_candidate(tree: DerivedTree, layout: DoorLayout, reader: DocumentReader, path: str,
@@ -271,12 +273,28 @@ def _update_full(
             elif not token:
                 divergent.append(shard)
 
+    shards, written = _write_shards(tree, records, curation, prior, tokens)
+    removed_shards = _drop_strays(tree, shards, tokens, divergent, prior)
+    manifest = IndexManifest.of(records, edits=curation.digests, shards=shards,
+                                curation=curation.key)  # empties `records`
+    return _finish(tree, prior, manifest, curation, tokens,
+                   everything=prior is None or prior.curation != curation.key, reads=reads,
+                   removed=tuple(removed), written=written, removed_shards=removed_shards,
+                   divergent=divergent)
+
+
+def _write_shards(tree: DerivedTree, records: Mapping[str, IndexRecord], curation: Curation,
+                  prior: IndexManifest | None, tokens: dict[str, str]
+                  ) -> tuple[dict[str, str], list[str]]:
+    """Every shard rendered from every record; written where the disk differs. Returns the
+    shard hashes and the paths written. Its topic lists are gone when it returns, so the
+    manifest that follows can free each record as it makes its line."""
     members = _shard_members(records.values(), curation, None)
     shards: dict[str, str] = {}
     written: list[str] = []
-    for topic, rows in sorted(members.items()):
+    for topic in sorted(members):
         path = shard_path(topic)
-        data = render_shard(topic, rows)
+        data = render_shard(topic, members.pop(topic))
         sha = hashlib.sha256(data).hexdigest()
         shards[path] = sha
         token = tree.fingerprint(path)
@@ -288,13 +306,7 @@ def _update_full(
             written.append(path)
             token = tree.fingerprint(path)
         tokens[path] = token
-    removed_shards = _drop_strays(tree, shards, tokens, divergent, prior)
-    manifest = IndexManifest.of(records, edits=curation.digests, shards=shards,
-                                curation=curation.key)
-    return _finish(tree, prior, manifest, curation, tokens,
-                   everything=prior is None or prior.curation != curation.key, reads=reads,
-                   removed=tuple(removed), written=written, removed_shards=removed_shards,
-                   divergent=divergent)
+    return shards, written
 
 
 def _drop_strays(tree: DerivedTree, shards: Mapping[str, str], tokens: dict[str, str],
@@ -316,7 +328,7 @@ def _finish(tree: DerivedTree, prior: IndexManifest | None, manifest: IndexManif
             removed: tuple[str, ...], written: list[str], removed_shards: list[str],
             divergent: list[str]) -> IndexUpdate:
     if prior is None or prior.key != manifest.key or not tree.exists(MANIFEST_PATH):
-        tree.write(MANIFEST_PATH, manifest.dump())
+        tree.write_chunks(MANIFEST_PATH, manifest.dump_chunks())
     tokens[MANIFEST_PATH] = tree.fingerprint(MANIFEST_PATH)
     for path in edits_paths(tree):
         tokens[path] = tree.fingerprint(path)
@@ -382,3 +394,19 @@ def index_is_current(tree: DerivedTree, layout: DoorLayout,
     listed = scan_documents(tree, layout)
     known = sum(1 for p in fingerprints if not p.startswith(NOT_INPUT_TOKENS))
     return known == len(listed) and all(fingerprints.get(p) == t for p, t in listed.items())
+
+
+def fingerprint_chunks(fingerprints: Mapping[str, str]) -> Iterator[bytes]:
+    """The change tokens as compact JSON with sorted keys, in chunks: the same bytes as
+    `json.dumps(dict(fingerprints), sort_keys=True, separators=(",", ":"))`, without the
+    whole string (a hundred thousand paths) ever being held next to the mapping."""
+    paths = sorted(fingerprints)
+    if not paths:
+        yield b"{}"
+        return
+    for start in range(0, len(paths), _TOKENS_A_CHUNK):
+        part = ",".join(f"{json.dumps(p)}:{json.dumps(fingerprints[p])}"
+                        for p in paths[start:start + _TOKENS_A_CHUNK])
+        opening = "{" if start == 0 else ","
+        closing = "}" if start + _TOKENS_A_CHUNK >= len(paths) else ""
+        yield (opening + part + closing).encode("utf-8")
