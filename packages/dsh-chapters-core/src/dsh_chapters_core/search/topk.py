@@ -16,6 +16,7 @@ stop).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -153,7 +154,9 @@ def deepening(
     def scored(entries: Sequence[SearchEntry]) -> Sequence[ScoredEntry]:
         fresh = [e for e in entries if e.path not in known]
         for item in score(fresh):
-            known[item.entry.path] = item
+            # Kept without its body: the anchor is taken, and a flat query keeps thousands.
+            known[item.entry.path] = dataclasses.replace(
+                item, entry=dataclasses.replace(item.entry, body=""))
         for e in fresh:
             known.setdefault(e.path, None)
         return [s for e in entries if (s := known[e.path]) is not None]
