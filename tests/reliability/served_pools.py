@@ -82,7 +82,6 @@ def served_pool(kind: str, root: Path, *, proxy_stall_s: float | None = None
                 ) -> Iterator[ServedPool]:
     """A pool of `kind` on loopback; with `proxy_stall_s`, behind a FaultProxy whose
     slow fault stalls that long. Every server and proxy is stopped on exit."""
-    proxy: FaultProxy | None = None
     if kind == "git-http":
         served = root / "served"
         served.mkdir(parents=True)
@@ -92,40 +91,38 @@ def served_pool(kind: str, root: Path, *, proxy_stall_s: float | None = None
         server = GitHttpServer(served, home, token).start()
         try:
             path = server.create_repo(GIT_REPO, GitCli(home))
-            port = server.port
-            if proxy_stall_s is not None:
-                proxy = FaultProxy(port, "git", stall_s=proxy_stall_s)
-                port = proxy.port
-            try:
+            with _fronted(server.port, "git", proxy_stall_s) as (port, proxy):
                 yield ServedPool(kind, f"http://127.0.0.1:{port}/{GIT_REPO}", token,
                                  git_path=path, proxy=proxy, tokens=[token])
-            finally:
-                if proxy is not None:
-                    proxy.stop()
         finally:
             server.stop()
-        if proxy is not None:
-            assert proxy.errors == [], proxy.errors
         return
     assert kind == "treedx", kind
     fake = FakeTreeDX().start()
     try:
         token = fake.issue_token()
-        port = fake.port
-        if proxy_stall_s is not None:
-            proxy = FaultProxy(port, "treedx", stall_s=proxy_stall_s)
-            port = proxy.port
-        try:
+        with _fronted(fake.port, "treedx", proxy_stall_s) as (port, proxy):
             yield ServedPool(kind, f"treedx+http://127.0.0.1:{port}/{TREEDX_REPO}", token,
                              fake=fake, proxy=proxy, tokens=[token])
-        finally:
-            if proxy is not None:
-                proxy.stop()
     finally:
         fake.stop()
     assert fake.errors == [], fake.errors
-    if proxy is not None:
-        assert proxy.errors == [], proxy.errors
+
+
+@contextmanager
+def _fronted(port: int, protocol: str,
+             stall_s: float | None) -> Iterator[tuple[int, FaultProxy | None]]:
+    """The served port, or with `stall_s` a stalling proxy in front of it; a proxy that saw
+    an error fails the run once it has stopped."""
+    if stall_s is None:
+        yield port, None
+        return
+    proxy = FaultProxy(port, protocol, stall_s=stall_s)
+    try:
+        yield proxy.port, proxy
+    finally:
+        proxy.stop()
+    assert proxy.errors == [], proxy.errors
 
 
 def token_leaks(tokens: list[str], *roots: Path) -> list[str]:

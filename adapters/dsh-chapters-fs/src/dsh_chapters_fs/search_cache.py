@@ -187,9 +187,23 @@ def _phrase(term: str, mark: str) -> str:
     return '"' + (term + _MARK + mark).replace('"', '""') + '"'
 
 
-def _match(terms: Sequence[str]) -> str:
-    """An FTS5 query for "any of these terms, in any field"."""
-    return " OR ".join(_phrase(t, m) for t in terms for m in _FIELD_MARKS)
+def _any_of(terms: Iterable[str], body_terms: Iterable[str] = ()) -> str:
+    """An FTS5 query for "any of these terms in any frontmatter field, or any of these body
+    terms" ("" for none)."""
+    arms = [_phrase(t, m) for t in dict.fromkeys(terms) for m in _FIELD_MARKS]
+    arms += [f'"{_body_token(t)}"' for t in dict.fromkeys(body_terms)]
+    return " OR ".join(arms)
+
+
+def _in_scope(project_key: str) -> str:
+    """An FTS5 query for "of this project, or of none named"."""
+    return f'("{_project_token(project_key)}" OR "{_project_token("")}")'
+
+
+def _other_projects(tallies: Mapping[str, int], project_key: str) -> bool:
+    """Whether scoping to `project_key` leaves anything out: the door holds another project."""
+    projects = {name.removeprefix("project:") for name in tallies if name.startswith("project:")}
+    return bool(project_key) and not projects <= {project_key, ""}
 
 
 def _field_hits(terms: Sequence[str], weights: LexicalWeights,
@@ -354,11 +368,9 @@ class SqliteSearchCache:
                    body_terms: Sequence[str] = ()) -> list[SearchEntry]:
         if not terms and not body_terms:
             return []
-        arms = [_match(terms)] if terms else []
-        arms += [f'"{_body_token(t)}"' for t in dict.fromkeys(body_terms)]
         rows = self.db.execute(
             f"SELECT {_COLUMNS} FROM entries WHERE id IN "
-            "(SELECT rowid FROM terms WHERE terms MATCH ?)", (" OR ".join(arms),))
+            "(SELECT rowid FROM terms WHERE terms MATCH ?)", (_any_of(terms, body_terms),))
         return [_entry(r) for r in rows]
 
     def body_stats(self, words: Sequence[QueryWord]) -> BodyStats:
@@ -369,9 +381,8 @@ class SqliteSearchCache:
             totals.get("=documents", 0), totals.get("=words", 0), totals.get("=lines", 0))
         df: dict[str, int] = {}
         for word in words:
-            match = " OR ".join(f'"{_body_token(t)}"' for t in sorted(word.terms))
-            df[word.text] = int(db.execute(
-                "SELECT count(*) FROM terms WHERE terms MATCH ?", (match,)).fetchone()[0])
+            df[word.text] = int(db.execute("SELECT count(*) FROM terms WHERE terms MATCH ?",
+                                           (_any_of((), sorted(word.terms)),)).fetchone()[0])
         return BodyStats(int(documents), df,
                          int(total_words) / int(total_lines) if total_lines else 0.0)
 
@@ -393,15 +404,12 @@ class SqliteSearchCache:
             return CandidatePage(entries=[], plain_total=0)
         tallies = dict(self.db.execute("SELECT name, n FROM tallies WHERE n > 0").fetchall())
         has_legacy = bool(tallies.get("legacy"))
-        projects = {name.removeprefix("project:") for name in tallies
-                    if name.startswith("project:")}
-        scoped = bool(project_key) and not projects <= {project_key, ""}
+        scoped = _other_projects(tallies, project_key)
 
         def arm(term: str, mark: str) -> str:
             query = _phrase(term, mark)
             if scoped:  # the caller's project, or none named (`·p` of "")
-                query = (f'({query} AND ("{_project_token(project_key)}" OR '
-                         f'"{_project_token("")}"))')
+                query = f"({query} AND {_in_scope(project_key)})"
             if has_legacy:  # fragments are stitched first, scoped after: handed over apart
                 query = f'({query} NOT "{_LEGACY}")'
             return query
@@ -426,7 +434,7 @@ class SqliteSearchCache:
             sql += f"""
             UNION ALL SELECT {_E_COLUMNS}, -1 FROM entries e
             WHERE e.id IN (SELECT rowid FROM terms WHERE terms MATCH ?)"""
-            params.append(f'({_match(terms)}) AND "{_LEGACY}"')
+            params.append(f'({_any_of(terms)}) AND "{_LEGACY}"')
         if special:
             specials = json.dumps(sorted(special))
             sql += f"""
@@ -456,6 +464,7 @@ class SqliteSearchCache:
         slack: float,
         project_key: str = "",
         within: Holding | None = None,
+        count: bool = True,
     ) -> BoundedCandidates | None:
         """The ceilings in SQL: FTS5 gives the frontmatter hits (as `top_candidates`), the
         `bodytf` profiles give each body's m_i, and `BodyBound.ceiling`'s expression is
@@ -475,16 +484,15 @@ class SqliteSearchCache:
         params: list[object] = []
         restrict = ""
         if within is not None:
-            listed = [_phrase(t, m) for t in sorted(within.terms) for m in _FIELD_MARKS]
-            if body is not None:
-                listed += [f'"{_body_token(t)}"' for i in sorted(within.words)
-                           for t in body.terms[i]]
+            listed = _any_of(sorted(within.terms), [
+                t for i in sorted(within.words) for t in body.terms[i]] if body else ())
             if not listed:
-                return BoundedCandidates(total=self._match_total(terms, body, project_key),
-                                         rows=iter(()))
+                return BoundedCandidates(
+                    total=self._match_total(terms, body, project_key) if count else 0,
+                    rows=iter(()))
             ctes.append("cand(id) AS MATERIALIZED "
                         "(SELECT rowid FROM terms WHERE terms MATCH ?)")
-            head_params.append(" OR ".join(listed))
+            head_params.append(listed)
             # FTS5 reads a doclist whole; a rowid filter inside it would seek once per row.
             restrict = "WHERE id IN (SELECT id FROM cand)"
         # One row per frontmatter hit and one per (entry, held word), grouped once by entry.
@@ -521,11 +529,9 @@ class SqliteSearchCache:
         # Adjacent held pairs from the bitmask of held words (the phrase ceiling).
         pairs = " + ".join(f"((mask >> {i}) & 3 = 3)" for i in range(n - 1)) or "0"
         body_part = f"(CASE WHEN held > 0 THEN bm * held / {n}.0 + ? * ({pairs}) ELSE 0.0 END)"
-        projects = {name.removeprefix("project:") for name in tallies
-                    if name.startswith("project:")}
         # Scoped only when the door holds another project; else the rows need no key at all,
         # and only the paths of the rows read are looked up.
-        scoped = bool(project_key) and not projects <= {project_key, ""}
+        scoped = _other_projects(tallies, project_key)
         listing = "(SELECT count(*) FROM u)" if within is None else "0"
         head = "WITH " + ", ".join([*ctes, f"""u AS MATERIALIZED (
           SELECT id, s + (CASE WHEN cat = 1 THEN ? ELSE 0.0 END) + ?
@@ -543,10 +549,10 @@ class SqliteSearchCache:
             params.append(project_key)
         cursor = db.execute(sql, params)
         _, listed_total = cursor.fetchone()
-        if within is not None:
-            total = self._match_total(terms, body, project_key)
-        else:
+        if within is None:
             total = int(listed_total)
+        else:
+            total = self._match_total(terms, body, project_key) if count else 0
 
         def rows() -> Iterator[tuple[str, float]]:
             while chunk := cursor.fetchmany(64):
@@ -561,14 +567,10 @@ class SqliteSearchCache:
     def _match_total(self, terms: Sequence[str], body: BodyBound | None,
                      project_key: str) -> int:
         """Every entry in scope holding a frontmatter term or a body word: one FTS5 count."""
-        listed = [_phrase(t, m) for t in dict.fromkeys(terms) for m in _FIELD_MARKS]
-        if body is not None:
-            listed += [f'"{_body_token(t)}"' for ts in body.terms for t in ts]
+        listed = _any_of(terms, [t for ts in body.terms for t in ts] if body else ())
         if not listed:
             return 0
-        query = f"({' OR '.join(listed)})"
-        if project_key:
-            query += (f' AND ("{_project_token(project_key)}" OR "{_project_token("")}")')
+        query = f"({listed})" + (f" AND {_in_scope(project_key)}" if project_key else "")
         return int(self.db.execute("SELECT count(*) FROM terms WHERE terms MATCH ?",
                                    (query,)).fetchone()[0])
 

@@ -164,12 +164,14 @@ class SearchCache(Protocol):
         slack: float,
         project_key: str = "",
         within: Holding | None = None,
+        count: bool = True,
     ) -> BoundedCandidates | None:
         """Every entry in scope that holds a frontmatter term or a query word in its body, with
         a ceiling of its score: the lexical bound (`weights`, as `top_candidates`) plus
         `slack`, plus `body_weight` times `body.ceiling` of its body's profile. With `within`,
         only the entries holding one of its elements are listed (their ceilings still count
-        every element), and `total` still counts every match in scope. None when the door
+        every element), and `total` still counts every match in scope (0 without `count`: a
+        later round of the same query has it already). None when the door
         cannot be bounded (legacy fragments are stitched before they are scored, or the
         profiles were built for another passage size): the caller scores every candidate."""
         ...

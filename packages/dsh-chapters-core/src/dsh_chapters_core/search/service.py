@@ -268,6 +268,7 @@ class SearchService:
             query = topic  # a bare --topic lists the whole shard, each member hitting its topic
         terms = aliases.query_terms(query)
         scope = request.project_key if not request.cross_project else ""
+        facts = rank_facts(curation.log.facts, aliases)
         total: int | None = None
         # The body is read unless weighted out; a bare --topic lists a shard, no body needed.
         words = query_words(query) if self.config.search_body_weight > 0 and not (
@@ -279,7 +280,7 @@ class SearchService:
             stats = door.cache.body_stats(words)
             if limit is not None:
                 bounded = self._rank_bounded(door, request, terms, words, stats, curation,
-                                             scope=scope, core_rule_ids=core_rule_ids,
+                                             facts, scope=scope, core_rule_ids=core_rule_ids,
                                              limit=limit)
                 if bounded is not None:
                     return bounded
@@ -298,7 +299,6 @@ class SearchService:
             total = plain_total
         else:
             entries = stitch_fragments(scan_entries(door, curation))
-        facts = rank_facts(curation.log.facts, aliases)
         if facts.groups and not topic:
             entries = [*entries, *self._group_siblings(door, list(entries), facts, curation)]
         if scope:
@@ -325,6 +325,7 @@ class SearchService:
         words: Sequence[QueryWord],
         stats: BodyStats,
         curation: Curation,
+        facts: RankFacts,
         *,
         scope: str,
         core_rule_ids: frozenset[str],
@@ -334,7 +335,6 @@ class SearchService:
         curation fact makes a score depend on other entries (`group`) or on labels the
         ceiling does not weigh (`topic-weight`)."""
         cache = door.cache
-        facts = rank_facts(curation.log.facts, curation.aliases)
         if cache is None or facts.groups or facts.topic_weights:
             return None
         config = self.config
@@ -355,12 +355,12 @@ class SearchService:
             return Holding(terms=frozenset(t for e in order[:k] for t in e.terms),
                            words=frozenset(e.word for e in order[:k] if e.word >= 0))
 
-        def listed(k: int) -> BoundedCandidates | None:
+        def listed(k: int, *, count: bool = False) -> BoundedCandidates | None:
             return cache.bounded(terms, bound, weights=weights,
                                  body_weight=config.search_body_weight, slack=slack,
-                                 project_key=scope, within=holding(k))
+                                 project_key=scope, within=holding(k), count=count)
 
-        found = listed(1 if order else 0)
+        found = listed(1 if order else 0, count=True)
         if found is None:
             return None
         # The first round's listing is read once: it also counted every match (`total`).

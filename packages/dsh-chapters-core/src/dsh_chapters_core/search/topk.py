@@ -234,10 +234,3 @@ class Ranking(Sequence[ScoredEntry]):
     def __bool__(self) -> bool:
         self._pull(1)
         return bool(self._seen)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Ranking | tuple | list):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]

@@ -146,8 +146,8 @@ class MemorySearchCache:
 
     def bounded(self, terms: Sequence[str], body: BodyBound | None, *,
                 weights: LexicalWeights, body_weight: float, slack: float,
-                project_key: str = "", within: Holding | None = None
-                ) -> BoundedCandidates | None:
+                project_key: str = "", within: Holding | None = None,
+                count: bool = True) -> BoundedCandidates | None:
         """The contract by the core's reference expressions (`BodyBound.ceiling`)."""
         entries = [e for e, _ in self.rows.values()]
         if any(is_legacy_fragment(e) for e in entries):
@@ -177,7 +177,8 @@ class MemorySearchCache:
                 continue
             rows.append((fm + slack + body_weight * ceiling, e.date_key, e.path))
         rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
-        return BoundedCandidates(total=total, rows=iter([(p, c) for c, _, p in rows]))
+        return BoundedCandidates(total=total if count or within is None else 0,
+                                 rows=iter([(p, c) for c, _, p in rows]))
 
     def maxima(self, terms: Sequence[str], bound: BodyBound | None) -> DoorMaxima:
         fields: dict[str, str] = {}
