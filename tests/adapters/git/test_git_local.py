@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from dsh_chapters_core.errors import FailureCode, TransportError
+from dsh_chapters_git.packs import add_loose
 from dsh_chapters_git.provider import GitProviderFactory
+from dulwich.objects import Blob
+from dulwich.repo import Repo
 
 from tests.adapters.git.conftest import GitCli, MakeMachine, files_under
 
@@ -422,3 +426,46 @@ def test_verbs_open_the_mirror_on_demand(machines: MakeMachine, pool: Path) -> N
     a = m.provider()
     assert a.pull().head_after == ""
     assert os.path.isdir(m.mirror / ".git")
+
+
+def test_a_push_writes_an_object_another_writer_holds_locked(
+    machines: MakeMachine, pool: Path, git: GitCli
+) -> None:
+    # Two machines push the same blob at once, or a writer died mid-write: either way the
+    # pool holds `<object>.lock`. git's own rule (temp file, rename) must still land the push.
+    a = machines("mach-a", str(pool)).provider()
+    a.open()
+    path, body = chapter("s-a", 1, "shared words")
+    blob = Blob.from_string(body).id.decode()
+    fan = pool / "objects" / blob[:2]
+    fan.mkdir(parents=True, exist_ok=True)
+    (fan / f"{blob[2:]}.lock").write_bytes(b"")
+    sha = publish(a, {path: body}, "mach-a")
+    assert git("-C", pool, "cat-file", "-p", blob).encode() == body
+    assert git("-C", pool, "rev-parse", "main").strip() == sha
+    git("-C", pool, "fsck", "--strict")
+    assert not [p.name for p in fan.iterdir() if p.name.startswith("tmp_obj_")]
+
+
+def test_many_writers_adding_the_same_loose_objects_all_succeed(tmp_path: Path) -> None:
+    Repo.init_bare(str(tmp_path / "p.git"), mkdir=True).close()
+    blobs = [Blob.from_string(f"same text {i}\n".encode()) for i in range(40)]
+
+    def writer(_: int) -> int:
+        repo = Repo(str(tmp_path / "p.git"))
+        try:
+            for blob in blobs:
+                add_loose(repo.object_store, blob)
+            return len(blobs)
+        finally:
+            repo.close()
+
+    with ThreadPoolExecutor(8) as workers:
+        assert sum(workers.map(writer, range(8))) == 8 * len(blobs)
+    repo = Repo(str(tmp_path / "p.git"))
+    try:
+        assert [repo.object_store[b.id].as_raw_string() for b in blobs] == [
+            b.as_raw_string() for b in blobs
+        ]
+    finally:
+        repo.close()

@@ -3,6 +3,8 @@
 - `write_objects`: a computed closure goes in as loose objects when it is small (git's own
   `receive.unpackLimit` rule, so a pool fed by many small syncs does not grow one pack per
   sync) and as one pack otherwise.
+- `add_loose`: one loose object, written the way git writes one (a private temp file renamed
+  onto its name), so two machines adding the same object to one pool never collide.
 - `copy_object_files`: a fresh mirror of a local-path pool copies the pool's pack and loose
   files as they are (what `git clone` of a local path does), instead of re-packing them.
 """
@@ -85,9 +87,40 @@ def write_objects(
         return None
     if len(objects) < loose_limit:
         for obj in objects:
-            store.add_object(obj)
+            add_loose(store, obj)
         return None
     return write_pack(str(store.pack_dir), objects)
+
+
+def add_loose(store: DiskObjectStore, obj: ShaFile) -> None:
+    """Add one loose object; a no-op (bar a fresher mtime) when it is already there.
+
+    Not dulwich's `add_object`: that takes `<object>.lock` with O_EXCL, so two machines
+    pushing the same blob at once make one of them fail, and a writer killed mid-write
+    leaves a lock that fails every later writer of that object. An object's bytes are
+    fixed by its name, so a private temp file renamed onto the name is always safe: the
+    last rename wins with identical content.
+    """
+    sha = obj.id.decode("ascii")
+    fan = os.path.join(str(store.path), sha[:2])
+    path = os.path.join(fan, sha[2:])
+    try:
+        os.utime(path, None)  # fresh mtime: a concurrent gc must not prune it before the ref
+        return
+    except FileNotFoundError:
+        pass
+    os.makedirs(fan, exist_ok=True)
+    temp = os.path.join(fan, f"tmp_obj_{os.getpid()}_{secrets.token_hex(6)}")
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(obj.as_legacy_object())
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, _PACK_FILE_MODE)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
 
 
 def copy_object_files(source_objects: str, target_objects: str) -> int:
