@@ -242,7 +242,10 @@ class LocalPool:
                 return
             except KeyError:
                 pass
-        repo.refs.set_symbolic_ref(HEAD, MAIN)
+        try:
+            repo.refs.set_symbolic_ref(HEAD, MAIN)
+        except FileLocked:
+            pass  # another machine is pointing HEAD at main this very moment
 
 
 def stale_lock_age_ms(path: str, timeout_ms: int) -> int | None:
