@@ -6,6 +6,7 @@ compare-and-swap: a pool that moved underneath us is `DIVERGED`, never forced (Â
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -242,10 +243,8 @@ class LocalPool:
                 return
             except KeyError:
                 pass
-        try:
+        with contextlib.suppress(FileLocked):  # another machine is repointing it right now
             repo.refs.set_symbolic_ref(HEAD, MAIN)
-        except FileLocked:
-            pass  # another machine is pointing HEAD at main this very moment
 
 
 def stale_lock_age_ms(path: str, timeout_ms: int) -> int | None:
