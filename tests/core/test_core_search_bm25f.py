@@ -87,6 +87,21 @@ def test_adjacent_query_words_earn_the_phrase_bonus() -> None:
     assert round(adjacent.score - apart.score, 6) == RULES.phrase_bonus
 
 
+def test_a_joined_word_is_evidence_of_every_query_word_it_holds() -> None:
+    # `token_refresh` holds both `token` and `refresh`: it counts for each, as the cache's
+    # document frequencies (per term a body holds) count it, and the two are a phrase.
+    words = query_words("token refresh")
+    stats = stats_for(10, token=2, refresh=2)
+    joined = score_body(body_of("called token_refresh again now"), 1, words, stats, RULES)
+    spaced = score_body(body_of("called token refresh again"), 1, words, stats, RULES)
+    token_only = score_body(body_of("called token again now"), 1, words,
+                            stats, RULES)
+    assert joined.score == spaced.score > token_only.score
+    assert joined.anchor is not None and "token_refresh" in joined.anchor.text
+    from dsh_chapters_core.search.passages import holds
+    assert holds("called token_refresh again\n", words) == frozenset({0, 1})
+
+
 def test_question_words_are_dropped_from_a_typed_question() -> None:
     assert [w.text for w in query_words("how did we fix the migration error")] == [
         "fix", "migration", "error"]
@@ -186,5 +201,5 @@ def test_skipping_lines_without_a_probe_loses_no_hit(lines: list, query: list) -
     match = _Matcher(qwords)
     fast = body_lines("\n".join(lines), match)
     for line, got in zip(lines, fast, strict=True):
-        hits = [(match(w), i, i + len(w)) for i, w in words(line) if match(w) >= 0]
+        hits = [(which, i, i + len(w)) for i, w in words(line) for which in match(w)]
         assert got.hits == hits and got.words == sum(1 for _ in words(line))

@@ -45,7 +45,8 @@ BODY_WORDS = ["alembic", "upgrade", "head", "GitService.repoName", "retry", "ret
 def door(root: Path, cache: SqliteSearchCache | None) -> SearchDoor:
     tree = SearchTree(root)
     return SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
-                      reader=FrontmatterReader(), prefix=".dsh-chapters/", cache=cache,
+                      reader=FrontmatterReader(bodies=True), prefix=".dsh-chapters/",
+                      cache=cache,
                       state=tree, state_path="cache/index-store.tokens.json")
 
 

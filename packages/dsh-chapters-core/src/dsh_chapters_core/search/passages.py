@@ -79,22 +79,23 @@ class _Line:
 
 
 class _Matcher:
-    """Which query word a body word is, memoized per distinct spelling for one query."""
+    """Which query words a body word holds, memoized per distinct spelling for one query.
+    Every one of them: `token_refresh` is evidence of both `token` and `refresh`, and a word's
+    document frequency (the cache's, from the terms a body holds) counts it for both."""
 
     def __init__(self, query: Sequence[QueryWord]) -> None:
         self.query = query
-        self.memo: dict[str, int] = {}
+        self.memo: dict[str, tuple[int, ...]] = {}
         # One regex search per line instead of one `in` per probe (longest first, so a probe
         # that is a prefix of another never hides it: any hit is enough).
         probes = sorted(_probes(query), key=lambda p: (-len(p), p))
         self.probe = re.compile("|".join(map(re.escape, probes))) if probes else None
 
-    def __call__(self, word: str) -> int:
+    def __call__(self, word: str) -> tuple[int, ...]:
         found = self.memo.get(word)
         if found is None:
             terms = word_terms(word)
-            found = next((i for i, q in enumerate(self.query)
-                          if not q.terms.isdisjoint(terms)), -1)
+            found = tuple(i for i, q in enumerate(self.query) if not q.terms.isdisjoint(terms))
             self.memo[word] = found
         return found
 
@@ -124,8 +125,8 @@ def body_lines(body: str, match: _Matcher) -> list[_Line]:
             which = memo.get(word)
             if which is None:
                 which = match(word)
-            if which >= 0:
-                hits.append((which, found.start(), found.end()))
+            for index in which:
+                hits.append((index, found.start(), found.end()))
         out.append(_Line(count, hits))
     return out
 
@@ -139,7 +140,7 @@ def _matcher(query: tuple[QueryWord, ...]) -> _Matcher:
 def holds(body: str, query: Sequence[QueryWord]) -> frozenset[int]:
     """The indices of the query words the body holds anywhere."""
     match = _Matcher(query)
-    return frozenset(i for _, word in words(body) if (i := match(word)) >= 0)
+    return frozenset(i for _, word in words(body) for i in match(word))
 
 
 def body_shape(body: str) -> tuple[int, int]:
@@ -200,12 +201,17 @@ def score_body(
         pairs: set[int] = set()
         for line in window:
             length += line.words
-            prev = -2
-            for which, _, _ in line.hits:
+            # A pair: query words i-1 and i in one body word, or in two hits in a row.
+            before: list[int] = []
+            current: list[int] = []
+            at = -1
+            for which, column, _ in line.hits:
                 tf[which] += 1
-                if which == prev + 1:
+                if column != at:
+                    before, current, at = current, [], column
+                if which - 1 in before or which - 1 in current:
                     pairs.add(which)
-                prev = which
+                current.append(which)
         held = sum(1 for t in tf if t)
         if not held:
             continue
