@@ -112,3 +112,39 @@ def test_a_match_holding_only_a_weaker_word_still_takes_its_place() -> None:
     for limit in range(1, len(full) + 1):
         bounded = svc.rank_door(door, request, limit=limit)
         assert [s.entry.path for s in bounded.ranked] == full[:limit]
+
+
+def test_a_term_of_a_word_every_body_holds_is_listed_on_its_own() -> None:
+    """`session` is in every body (so it weighs almost nothing there) and in three topics:
+    the first round lists the three topic holders, not every body, and the answer is still
+    the full ranking's head at every limit."""
+    rounds: list[object] = []
+
+    class Spy(MemorySearchCache):
+        def bounded(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+            rounds.append(kwargs.get("within"))
+            return super().bounded(*args, **kwargs)  # type: ignore[arg-type]
+
+    files = {chapter_path("s1", n, f"c{n}"): document_text(
+        title=f"note {n}", date=f"2026-05-{10 + n:02d}T00:00:00Z", project_key="pk-1",
+        topics=["session"] if n % 10 == 0 else [],
+        body=f"the session {'session ' * (n % 4)}ran\n") for n in range(30)}
+    tree = MemoryDerivedTree(files=files)
+    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
+                      reader=CoreFrontmatterReader(), cache=Spy(), state=tree,
+                      state_path="cache/index-store.tokens.json")
+    svc = SearchService(doors=[door], config=DEFAULTS, clock_now=lambda: "2026-10-01T00:00:00Z")
+    svc.refresh(door)
+    request = SearchRequest(query="session")
+    full = [s.entry.path for s in svc.rank_door(door, request).ranked]
+    assert len(full) == 30
+    for limit in (1, 3, 4, 30):
+        rounds.clear()
+        bounded = svc.rank_door(door, request, limit=limit)
+        assert [s.entry.path for s in bounded.ranked] == full[:limit]
+        first = rounds[0]
+        assert first is not None and first.terms == frozenset({"session"})  # type: ignore[attr-defined]
+        assert not first.words  # type: ignore[attr-defined]
+    rounds.clear()
+    assert len(svc.rank_door(door, request, limit=3).ranked) == 3
+    assert len(rounds) == 1  # the three topic holders were certain after the first round

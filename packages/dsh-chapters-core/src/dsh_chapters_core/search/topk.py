@@ -94,32 +94,44 @@ def elements(terms: Sequence[str], body: BodyBound | None, maxima: DoorMaxima,
              weights: LexicalWeights, body_weight: float) -> tuple[Element, ...]:
     """The query's elements that some entry holds, largest bound first (then a fixed order).
     A frontmatter term goes with the body word it is a term of (a word is rare or common in
-    both places alike); a body word's bound is its BM25 term at the largest m and the
-    smallest l its terms reach in any body."""
+    both places alike), unless the word weighs less in any body than the term in the
+    frontmatter: a word every body holds (`session` of `render_session_config`) would make
+    the term's holders everyone's, so the term stands alone and is listed by itself. A body
+    word's bound is its BM25 term at the largest m and the smallest l its terms reach in any
+    body. Any grouping gives the same answer; this one only decides what a round lists."""
+    words = range(len(body.terms)) if body is not None else range(0)
+    word_bound: dict[int, float] = {}
+    for key in words:
+        assert body is not None
+        found = [maxima.body[t] for t in body.terms[key] if t in maxima.body]
+        word_bound[key] = body.word_ceiling(key, sum(m for m, _ in found),
+                                            min(length for _, length in found)) if found else 0.0
     fields: dict[int, list[str]] = {}
     for term in dict.fromkeys(terms):
-        if not maxima.fields.get(term):
+        marks = maxima.fields.get(term)
+        if not marks:
             continue  # no entry holds it: it matches nothing
         word = next((i for i, ts in enumerate(body.terms) if term in ts), -1) if body else -1
+        if word >= 0 and body_weight * word_bound[word] < _weight(marks, weights):
+            word = -1
         fields.setdefault(word if word >= 0 else -1 - len(fields), []).append(term)
     out: list[Element] = []
-    words = range(len(body.terms)) if body is not None else range(0)
     for key in sorted({*fields, *words}):
         held = fields.get(key, [])
-        lexical = sum(weights.topic * ("t" in marks) + weights.title * ("i" in marks)
-                      + weights.summary * ("s" in marks)
-                      for marks in (maxima.fields[t] for t in held))
+        lexical = sum(_weight(maxima.fields[t], weights, category=False) for t in held)
         category = any("c" in maxima.fields[t] for t in held)
-        ceiling = 0.0
-        if body is not None and key >= 0:
-            found = [maxima.body[t] for t in body.terms[key] if t in maxima.body]
-            if found:
-                ceiling = body.word_ceiling(key, sum(m for m, _ in found),
-                                            min(length for _, length in found))
+        ceiling = word_bound.get(key, 0.0)
         if held or ceiling > 0:
             out.append(Element(lexical, ceiling, frozenset(held),
                                key if key >= 0 and ceiling > 0 else -1, category))
     return tuple(sorted(out, key=lambda e: (-e.bound(body_weight), sorted(e.terms), e.word)))
+
+
+def _weight(marks: str, weights: LexicalWeights, *, category: bool = True) -> float:
+    """The most a frontmatter term held in the fields `marks` names adds to a score."""
+    return (weights.topic * ("t" in marks) + weights.title * ("i" in marks)
+            + weights.summary * ("s" in marks) + (weights.category * ("c" in marks)
+                                                  if category else 0.0))
 
 
 def rest_bound(rest: Sequence[Element], body: BodyBound | None, weights: LexicalWeights,
