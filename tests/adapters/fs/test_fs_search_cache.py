@@ -290,7 +290,15 @@ def test_sql_ceilings_are_the_core_reference(seed: int, lines: int) -> None:
                     some = rnd.sample(terms, rnd.randrange(len(terms) + 1))
                     part = Holding(terms=frozenset(some), words=frozenset(
                         i for i in range(len(words)) if rnd.random() < 0.5))
-                    for within in (None, part):
+                    # And the holders of every one of some elements (a first round).
+                    every = Holding(all_of=tuple(
+                        [Holding(terms=frozenset({t})) for t in some]
+                        + [Holding(words=frozenset({i})) for i in sorted(part.words)]))
+                    for within, few in ((None, 16), (part, 16), (every, 1), (every, 10**9)):
+                        if within is not None and not (within.terms or within.words
+                                                       or within.all_of):
+                            continue
+                        cache.few_holders = few  # read by key, or by scanning each term's rows
                         got = cache.bounded(terms, bound, within=within, **kw)
                         want = memory.bounded(terms, bound, within=within, **kw)
                         assert got is not None and want is not None

@@ -39,6 +39,9 @@ from dsh_chapters_core.search.terms import QueryWord
 SCHEMA_VERSION = 10
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
+# A round that lists the holders of every one of its elements reads them by key when they are
+# at most one entry in this many; more are read by scanning each term's rows.
+_FEW_HOLDERS = 16
 _BOUND_DIGITS = 6  # the lexical bound is compared rounded, so float noise never reorders it
 _KINDS = {k.value: k for k in DocumentKind}
 _COLUMNS = ("path, kind, title, date, date_key, topics, summary, category, project_key, "
@@ -195,6 +198,16 @@ def _any_of(terms: Iterable[str], body_terms: Iterable[str] = ()) -> str:
     return " OR ".join(arms)
 
 
+def _holders(within: Holding, body: BodyBound | None) -> str:
+    """An FTS5 query for the entries a round lists ("" when none can be): any of its terms
+    and words, or with `all_of`, one of each part's."""
+    if within.all_of:
+        parts = [_holders(part, body) for part in within.all_of]
+        return "" if not all(parts) else " AND ".join(f"({part})" for part in parts)
+    return _any_of(sorted(within.terms), [
+        t for i in sorted(within.words) for t in body.terms[i]] if body else ())
+
+
 def _in_scope(project_key: str) -> str:
     """An FTS5 query for "of this project, or of none named"."""
     return f'("{_project_token(project_key)}" OR "{_project_token("")}")'
@@ -229,6 +242,7 @@ class SqliteSearchCache:
                  passage_lines: int = DEFAULTS.search_passage_lines) -> None:
         self.path = Path(path)
         self.passage_lines = passage_lines  # the size body profiles are cut at
+        self.few_holders = _FEW_HOLDERS
         self._db: sqlite3.Connection | None = None
 
     # -- connection ------------------------------------------------------------------------
@@ -482,10 +496,9 @@ class SqliteSearchCache:
         ctes: list[str] = []
         head_params: list[object] = []
         params: list[object] = []
-        restrict = ""
+        few = False  # a round's holders are few: read theirs by key, not every term's rows
         if within is not None:
-            listed = _any_of(sorted(within.terms), [
-                t for i in sorted(within.words) for t in body.terms[i]] if body else ())
+            listed = _holders(within, body)
             if not listed:
                 return BoundedCandidates(
                     total=self._match_total(terms, body, project_key) if count else 0,
@@ -493,17 +506,38 @@ class SqliteSearchCache:
             ctes.append("cand(id) AS MATERIALIZED "
                         "(SELECT rowid FROM terms WHERE terms MATCH ?)")
             head_params.append(listed)
-            # FTS5 reads a doclist whole; a rowid filter inside it would seek once per row.
-            restrict = "WHERE id IN (SELECT id FROM cand)"
+            if within.all_of:
+                holders = db.execute("SELECT count(*) FROM terms WHERE terms MATCH ?",
+                                     (listed,)).fetchone()[0]
+                few = holders * self.few_holders <= tallies.get("=documents", 0)
         # One row per frontmatter hit and one per (entry, held word), grouped once by entry.
-        arms, arm_params = _field_hits(terms, weights, _phrase)
+        if within is not None:
+            # A round's frontmatter hits are its holders' only: FTS5 intersects the doclists
+            # itself, instead of every holder of a common term being checked one by one.
+            def match(term: str, mark: str) -> str:
+                return f"({_phrase(term, mark)}) AND ({listed})"
+        else:
+            match = _phrase
+        arms, arm_params = _field_hits(terms, weights, match)
         parts: list[str] = []
-        if arms:
+        if arms and few:
+            # Each holder's own frontmatter terms, instead of every holder of a common term.
+            hits, cats = [], []
+            for term in dict.fromkeys(terms):
+                padded = f" {term} "
+                hits += [f"? * (instr(' ' || e.{column} || ' ', ?) > 0)"
+                         for column in ("t_topic", "t_title", "t_summary")]
+                params += [weights.topic, padded, weights.title, padded, weights.summary, padded]
+                cats.append("instr(' ' || e.t_category || ' ', ?) > 0")
+            params += [f" {term} " for term in dict.fromkeys(terms)]
+            parts.append(f"SELECT c.id AS id, {' + '.join(hits)} AS fw, ({' OR '.join(cats)}) "
+                         f"AS cat, 0.0 AS bm, 0 AS held, 0 AS mask "
+                         f"FROM cand c JOIN entries e ON e.id = c.id")
+        elif arms:
             # Materialized: a filter pushed into an FTS5 arm would seek once per row.
             ctes.append(f"fm(id, w, cat) AS MATERIALIZED ({' UNION ALL '.join(arms)})")
             head_params += arm_params
-            parts.append(f"SELECT id, w AS fw, cat, 0.0 AS bm, 0 AS held, 0 AS mask "
-                         f"FROM fm {restrict}")
+            parts.append("SELECT id, w AS fw, cat, 0.0 AS bm, 0 AS held, 0 AS mask FROM fm")
         n = len(body.terms) if body is not None else 0
         if body is not None and n:
             # The query's words as a table, read out of JSON once (not once per profile row).
@@ -515,6 +549,8 @@ class SqliteSearchCache:
             # (`+b.id`: never as a key lookup per holder and term: one scan per term is less.)
             scan = ("w JOIN bodytf b ON b.term = w.term"
                     + (" WHERE +b.id IN (SELECT id FROM cand)" if within is not None else ""))
+            if few:  # a key lookup per holder and term is less than a scan of each term's rows
+                scan = "cand CROSS JOIN w CROSS JOIN bodytf b ON b.term = w.term AND b.id = cand.id"
             if all(len(ts) == 1 for ts in body.terms):
                 per_word = ("SELECT b.id AS id, w.i AS i, w.idf AS idf, b.m AS m, b.l AS l "
                             f"FROM {scan}")

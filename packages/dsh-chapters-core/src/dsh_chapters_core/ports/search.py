@@ -5,6 +5,7 @@ change detection, removing derived files, path containment, and the persistent s
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,10 +84,19 @@ class BoundedCandidates:
 @dataclass(frozen=True, slots=True)
 class Holding:
     """Query elements a candidate must hold one of: frontmatter terms, and body words (by
-    their index in `BodyBound.terms`)."""
+    their index in `BodyBound.terms`). With `all_of`, a candidate must instead hold one of
+    each of those holdings (every element of a set, each by any of its terms)."""
 
     terms: frozenset[str] = frozenset()
     words: frozenset[int] = frozenset()
+    all_of: tuple[Holding, ...] = ()
+
+    def held(self, fields: AbstractSet[str], words: AbstractSet[int]) -> bool:
+        """Whether an entry with these frontmatter terms and body words (indices) is listed:
+        the reference the caches are tested against."""
+        if self.all_of:
+            return all(part.held(fields, words) for part in self.all_of)
+        return not self.terms.isdisjoint(fields) or not self.words.isdisjoint(words)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,6 @@ from dsh_chapters_core.ports.search import (
     BoundedCandidates,
     DerivedTree,
     DocumentReader,
-    Holding,
     SearchCache,
 )
 from dsh_chapters_core.ports.store import FileTree
@@ -62,7 +61,7 @@ from dsh_chapters_core.search.passages import BodyBound, BodyStats, PassageRules
 from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry, rank_entries
 from dsh_chapters_core.search.stitching import is_legacy_fragment, stitch_fragments
 from dsh_chapters_core.search.terms import QueryWord, query_words
-from dsh_chapters_core.search.topk import Ranking, deepening, elements, rest_bound
+from dsh_chapters_core.search.topk import Ranking, deepening, elements, rounds
 from dsh_chapters_core.search.vocabulary import (
     VOCABULARY_PATH,
     VocabularyCandidate,
@@ -346,21 +345,14 @@ class SearchService:
         slack = config.rules_core_bonus if core_rule_ids else 0.0
         maxima = cache.maxima(terms, bound)
         order = elements(terms, bound, maxima, weights, config.search_body_weight)
-        floors = [rest_bound(order[k:], bound, weights, config.search_body_weight, slack)
-                  for k in range(len(order))]
+        plan = rounds(order, bound, weights, config.search_body_weight, slack)
 
-        def holding(k: int) -> Holding | None:
-            if k >= len(order):
-                return None  # every element: the plain listing of every match
-            return Holding(terms=frozenset(t for e in order[:k] for t in e.terms),
-                           words=frozenset(e.word for e in order[:k] if e.word >= 0))
-
-        def listed(k: int, *, count: bool = False) -> BoundedCandidates | None:
+        def listed(i: int, *, count: bool = False) -> BoundedCandidates | None:
             return cache.bounded(terms, bound, weights=weights,
                                  body_weight=config.search_body_weight, slack=slack,
-                                 project_key=scope, within=holding(k), count=count)
+                                 project_key=scope, within=plan[i][0], count=count)
 
-        found = listed(1 if order else 0, count=True)
+        found = listed(0, count=True)
         if found is None:
             return None
         # The first round's listing is read once: it also counted every match (`total`).
@@ -372,16 +364,16 @@ class SearchService:
                                 core_rule_ids=core_rule_ids, now_hint=now,
                                 text=request.query, stats=stats, facts=facts)
 
-        def rows(k: int) -> Iterator[tuple[str, float]]:
+        def rows(i: int) -> Iterator[tuple[str, float]]:
             nonlocal first
-            if first is not None and k == (1 if order else 0):
+            if first is not None and i == 0:
                 taken, first = first, None
                 return taken
-            again = listed(k)
+            again = listed(i)
             return again.rows if again is not None else iter(())
 
-        ranked = Ranking(deepening(order, floors, rows, limit=limit, load=cache.by_paths,
-                                   score=score))
+        ranked = Ranking(deepening([floor for _, floor in plan], rows, limit=limit,
+                                   load=cache.by_paths, score=score))
         documents = 0 if ranked else self._document_count(door)
         return DoorRanking(door=door, ranked=ranked, total=found.total, documents=documents)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import overload
 
-from dsh_chapters_core.ports.search import DoorMaxima
+from dsh_chapters_core.ports.search import DoorMaxima, Holding
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import BodyBound
 from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry
@@ -146,20 +146,51 @@ def rest_bound(rest: Sequence[Element], body: BodyBound | None, weights: Lexical
     return total
 
 
+def rounds(order: Sequence[Element], body: BodyBound | None, weights: LexicalWeights,
+           body_weight: float, slack: float) -> list[tuple[Holding | None, float | None]]:
+    """What each round lists and the most an entry it leaves out can score (MaxScore, search.md
+    "Reading few bodies"); the last lists every match and leaves nothing out (None).
+
+    First the holders of *every* one of the strongest elements: the query's words together
+    are what the coordination factor and the phrase bonus reward, so an entry missing one of
+    them scores at most the bound of the others, and the few entries holding them all are
+    often certain at once. Each such round drops the weakest element; it is kept when that
+    lowers its floor, to no more than halfway from round 1's floor to the most any entry
+    can score. Then the holders of *any* of the first k elements, k = 1, 2, ..."""
+    def holding(elements_: Sequence[Element]) -> Holding:
+        return Holding(terms=frozenset(t for e in elements_ for t in e.terms),
+                       words=frozenset(e.word for e in elements_ if e.word >= 0))
+
+    def bound(rest: Sequence[Element]) -> float:
+        return rest_bound(rest, body, weights, body_weight, slack)
+
+    out: list[tuple[Holding | None, float | None]] = []
+    # Kept only when its floor is nearer round 1's than the best any entry can score: a set
+    # with a weak element leaves out entries scoring nearly that best, and certifies nothing.
+    worth = (bound(order[1:]) + bound(order)) / 2 if order else -math.inf
+    last = math.inf
+    for j in range(len(order), 1, -1):
+        floor = max(bound([*order[:i], *order[i + 1:]]) for i in range(j))
+        if floor < last - CEILING_MARGIN and floor <= worth:
+            out.append((Holding(all_of=tuple(holding([e]) for e in order[:j])), floor))
+            last = floor
+    out += [(holding(order[:k]), bound(order[k:])) for k in range(1, len(order))]
+    out.append((None, None))
+    return out
+
+
 def deepening(
-    order: Sequence[Element],
-    floors: Sequence[float],
+    floors: Sequence[float | None],
     rows: Callable[[int], Iterator[tuple[str, float]]],
     *,
     limit: int,
     load: Callable[[Sequence[str]], Iterable[SearchEntry]],
     score: Callable[[Sequence[SearchEntry]], Sequence[ScoredEntry]],
 ) -> Iterator[ScoredEntry]:
-    """The ranking's head by rounds (MaxScore, search.md "Reading few bodies"): round k lists
-    only the holders of the first k elements (`rows(k)`), and an entry holding none of them
-    scores at most `floors[k]`, so what scores above that is certain after reading few rows.
-    When a round stalls, the next takes enough elements for its floor to fall below the best
-    score still waiting; the last lists every match (`rows(len(order))`). Scores are kept
+    """The ranking's head by rounds (`rounds`): round i lists `rows(i)`, and an entry it
+    leaves out scores at most `floors[i]`, so what scores above that is certain after reading
+    few rows. When a round stalls, the next ones whose floor is not below the best score
+    still waiting are skipped; the last round (floor None) lists every match. Scores are kept
     across rounds, and a round re-certifies what earlier ones gave (the order is total)."""
     known: dict[str, ScoredEntry | None] = {}
 
@@ -174,11 +205,10 @@ def deepening(
         return [s for e in entries if (s := known[e.path]) is not None]
 
     given = 0
-    k = 1 if order else 0
+    i = 0
     while True:
-        last = k >= len(order)
-        gen = certified(rows(k), limit=limit, load=load, score=scored,
-                        floor=None if last else floors[k])
+        floor = floors[i]
+        gen = certified(rows(i), limit=limit, load=load, score=scored, floor=floor)
         n = 0
         while True:
             try:
@@ -190,12 +220,12 @@ def deepening(
             if n > given:
                 yield item
                 given += 1
-        if last or given >= limit:
+        if floor is None or given >= limit:
             return
-        k += 1
+        i += 1
         if waiting is not None:
-            while k < len(order) and floors[k] >= waiting - CEILING_MARGIN:
-                k += 1
+            while (next_floor := floors[i]) is not None and next_floor >= waiting - CEILING_MARGIN:
+                i += 1
 
 
 class Ranking(Sequence[ScoredEntry]):

@@ -172,8 +172,8 @@ class MemorySearchCache:
             if not held and ceiling <= 0:
                 continue
             total += 1
-            if within is not None and within.terms.isdisjoint(fields) and not any(
-                    counts[i][0] for i in within.words if i < len(counts)):
+            if within is not None and not within.held(
+                    fields, {i for i, (m, _) in enumerate(counts) if m}):
                 continue
             rows.append((fm + slack + body_weight * ceiling, e.date_key, e.path))
         rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
