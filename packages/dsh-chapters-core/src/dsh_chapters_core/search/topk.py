@@ -101,11 +101,11 @@ def elements(terms: Sequence[str], body: BodyBound | None, maxima: DoorMaxima,
     body. Any grouping gives the same answer; this one only decides what a round lists."""
     words = range(len(body.terms)) if body is not None else range(0)
     word_bound: dict[int, float] = {}
-    for key in words:
-        assert body is not None
-        found = [maxima.body[t] for t in body.terms[key] if t in maxima.body]
-        word_bound[key] = body.word_ceiling(key, sum(m for m, _ in found),
-                                            min(length for _, length in found)) if found else 0.0
+    if body is not None:
+        for key in words:
+            found = [maxima.body[t] for t in body.terms[key] if t in maxima.body]
+            word_bound[key] = body.word_ceiling(key, sum(m for m, _ in found), min(
+                length for _, length in found)) if found else 0.0
     fields: dict[int, list[str]] = {}
     for term in dict.fromkeys(terms):
         marks = maxima.fields.get(term)
