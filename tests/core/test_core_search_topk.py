@@ -91,6 +91,18 @@ def test_the_bounded_head_is_the_full_ranking_head(seed: int, queries: list[str]
 
 
 
+def _indexed(files: dict[str, bytes], cache: MemorySearchCache) -> tuple[SearchService,
+                                                                        SearchDoor]:
+    """A store door over `files` with `cache`, its index built."""
+    tree = MemoryDerivedTree(files=files)
+    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
+                      reader=CoreFrontmatterReader(), cache=cache, state=tree,
+                      state_path="cache/index-store.tokens.json")
+    svc = SearchService(doors=[door], config=DEFAULTS, clock_now=lambda: "2026-10-01T00:00:00Z")
+    svc.refresh(door)
+    return svc, door
+
+
 def test_a_match_holding_only_a_weaker_word_still_takes_its_place() -> None:
     """Rounds list the holders of the strongest words first; an entry that holds only a
     weaker one (here `migration`, held by more, but twenty times in one passage) must still
@@ -101,12 +113,7 @@ def test_a_match_holding_only_a_weaker_word_still_takes_its_place() -> None:
     files = {chapter_path("s1", n, name): document_text(
         title=f"note {name}", date=f"2026-05-{10 + n:02d}T00:00:00Z", project_key="pk-1",
         body=body + "\n") for n, (name, body) in enumerate(sorted(bodies.items()))}
-    tree = MemoryDerivedTree(files=files)
-    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
-                      reader=CoreFrontmatterReader(), cache=MemorySearchCache(), state=tree,
-                      state_path="cache/index-store.tokens.json")
-    svc = SearchService(doors=[door], config=DEFAULTS, clock_now=lambda: "2026-10-01T00:00:00Z")
-    svc.refresh(door)
+    svc, door = _indexed(files, MemorySearchCache())
     request = SearchRequest(query="alembic migration")
     full = [s.entry.path for s in svc.rank_door(door, request).ranked]
     assert [p.rsplit("-", 1)[-1] for p in full[:3]] == ["c.md", "b.md", "a.md"]
@@ -130,12 +137,7 @@ def test_a_term_of_a_word_every_body_holds_is_listed_on_its_own() -> None:
         title=f"note {n}", date=f"2026-05-{10 + n:02d}T00:00:00Z", project_key="pk-1",
         topics=["session"] if n % 10 == 0 else [],
         body=f"the session {'session ' * (n % 4)}ran\n") for n in range(30)}
-    tree = MemoryDerivedTree(files=files)
-    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
-                      reader=CoreFrontmatterReader(), cache=Spy(), state=tree,
-                      state_path="cache/index-store.tokens.json")
-    svc = SearchService(doors=[door], config=DEFAULTS, clock_now=lambda: "2026-10-01T00:00:00Z")
-    svc.refresh(door)
+    svc, door = _indexed(files, Spy())
     request = SearchRequest(query="session")
     full = [s.entry.path for s in svc.rank_door(door, request).ranked]
     assert len(full) == 30

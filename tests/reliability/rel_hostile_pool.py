@@ -22,24 +22,12 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.steps_common import Machine, session_id_for
+from tests.acceptance.steps_common import Machine, project_clone, session_id_for
 from tests.reliability.pool_poison import FILE, LINK, alias_bomb, chapter, plant
 from tests.reliability.served_pools import TREEDX_REPO, ServedPool, served_pool
 
-ORIGIN = "https://github.com/acme/widgets.git"
 POOL_KINDS = ("local", "git-http", "treedx")
 POOL_FILE_MAX = 65536  # the honest machines' poolFileMaxBytes: the oversized case is above it
-
-
-def _machine(root: Path, name: str) -> Machine:
-    workspace = root / name / "widgets"
-    (workspace / ".git").mkdir(parents=True)
-    (workspace / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {ORIGIN}\n')
-    home = root / name / "home"
-    home.mkdir()
-    env = {"DSH_HOME": str(home), "DSH_CHAPTERS_HARNESS_ID": name, "HOME": str(root / name),
-           "PATH": "/usr/bin:/bin"}
-    return Machine(name, workspace, home, env)
 
 
 def _sid(label: str) -> str:
@@ -166,7 +154,7 @@ def test_honest_machines_keep_syncing_and_quarantine_exactly_the_poison(
 def _honest_machines_against(kind: str, remote: str, token: str, served: ServedPool | None,
                              tmp_path: Path, size: Any, record: Any) -> None:
     rounds = size("hostile_rounds")
-    a, b = _machine(tmp_path, "box-a"), _machine(tmp_path, "box-b")
+    a, b = project_clone(tmp_path, "box-a"), project_clone(tmp_path, "box-b")
     for m in (a, b):
         m.ok("link", remote, *([token] if token else []))
         m.set_config(f"poolFileMaxBytes = {POOL_FILE_MAX}")

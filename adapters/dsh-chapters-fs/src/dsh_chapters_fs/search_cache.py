@@ -511,29 +511,29 @@ class SqliteSearchCache:
                                      (listed,)).fetchone()[0]
                 few = holders * self.few_holders <= tallies.get("=documents", 0)
         # One row per frontmatter hit and one per (entry, held word), grouped once by entry.
-        if within is not None:
-            # A round's frontmatter hits are its holders' only: FTS5 intersects the doclists
-            # itself, instead of every holder of a common term being checked one by one.
-            def match(term: str, mark: str) -> str:
-                return f"({_phrase(term, mark)}) AND ({listed})"
-        else:
-            match = _phrase
-        arms, arm_params = _field_hits(terms, weights, match)
         parts: list[str] = []
-        if arms and few:
+        if terms and few:
             # Each holder's own frontmatter terms, instead of every holder of a common term.
-            hits, cats = [], []
+            hits, cats, cat_params = [], [], []
             for term in dict.fromkeys(terms):
                 padded = f" {term} "
                 hits += [f"? * (instr(' ' || e.{column} || ' ', ?) > 0)"
                          for column in ("t_topic", "t_title", "t_summary")]
                 params += [weights.topic, padded, weights.title, padded, weights.summary, padded]
                 cats.append("instr(' ' || e.t_category || ' ', ?) > 0")
-            params += [f" {term} " for term in dict.fromkeys(terms)]
+                cat_params.append(padded)
+            params += cat_params
             parts.append(f"SELECT c.id AS id, {' + '.join(hits)} AS fw, ({' OR '.join(cats)}) "
                          f"AS cat, 0.0 AS bm, 0 AS held, 0 AS mask "
                          f"FROM cand c JOIN entries e ON e.id = c.id")
-        elif arms:
+        elif terms:
+            match = _phrase
+            if within is not None:
+                # A round's frontmatter hits are its holders' only: FTS5 intersects the
+                # doclists itself, instead of every holder of a common term being checked.
+                def match(term: str, mark: str) -> str:
+                    return f"({_phrase(term, mark)}) AND ({listed})"
+            arms, arm_params = _field_hits(terms, weights, match)
             # Materialized: a filter pushed into an FTS5 arm would seek once per row.
             ctes.append(f"fm(id, w, cat) AS MATERIALIZED ({' UNION ALL '.join(arms)})")
             head_params += arm_params

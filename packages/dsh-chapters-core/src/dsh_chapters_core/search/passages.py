@@ -139,7 +139,7 @@ def _matcher(query: tuple[QueryWord, ...]) -> _Matcher:
 
 def holds(body: str, query: Sequence[QueryWord]) -> frozenset[int]:
     """The indices of the query words the body holds anywhere."""
-    match = _Matcher(query)
+    match = _matcher(tuple(query))  # one per query, not one per body
     return frozenset(i for _, word in words(body) for i in match(word))
 
 
