@@ -102,6 +102,22 @@ def test_a_joined_word_is_evidence_of_every_query_word_it_holds() -> None:
     assert holds("called token_refresh again\n", words) == frozenset({0, 1})
 
 
+def test_the_identifier_itself_outranks_a_body_holding_only_its_parts() -> None:
+    # `flushCursorClient` asks for the identifier and for each part: the body that says it
+    # holds all four words (and their phrase); one that says `flush the cursor client` holds
+    # the parts only, and one that only says `client` holds one word of four.
+    exact = chapter("s1/chapters/001-a.md", body=body_of(FILLER, "then flushCursorClient()"))
+    spelled = chapter("s2/chapters/001-b.md",
+                      body=body_of(FILLER, "flush the cursor client then"))
+    part = chapter("s3/chapters/001-c.md", body=body_of(FILLER, "the client again"))
+    filler = [chapter(f"f{i}/chapters/001-f.md", body=body_of(FILLER, "client flush"))
+              for i in range(6)]
+    ranked = rank_entries([part, spelled, exact, *filler], "flushCursorClient", config=DEFAULTS)
+    assert [s.entry.path for s in ranked[:2]] == ["s1/chapters/001-a.md", "s2/chapters/001-b.md"]
+    assert ranked[0].body_score > 2 * ranked[1].body_score
+    assert ranked.index(next(s for s in ranked if s.entry.path == "s3/chapters/001-c.md")) > 1
+
+
 def test_question_words_are_dropped_from_a_typed_question() -> None:
     assert [w.text for w in query_words("how did we fix the migration error")] == [
         "fix", "migration", "error"]

@@ -41,7 +41,19 @@ def test_words_keep_their_offsets_and_joints() -> None:
 
 
 def test_a_query_word_matches_a_body_word_by_any_shared_term() -> None:
-    (word,) = query_words("GitService")
-    assert word.terms & set(word_terms("gitService.repoName"))
     (plural,) = query_words("migrations")
     assert plural.terms & set(word_terms("migration"))
+    whole, *parts = query_words("GitService")
+    assert all(w.terms & set(word_terms("gitService.repoName")) for w in parts)
+    assert not whole.terms & set(word_terms("gitService.repoName"))  # another identifier
+
+
+def test_a_compound_query_word_asks_for_the_whole_and_each_part() -> None:
+    assert [(w.text, sorted(w.terms)) for w in query_words("flushCursorClient")] == [
+        ("flushcursorclient", ["flushcursorclient"]), ("flush", ["flush"]),
+        ("cursor", ["cursor"]), ("client", ["client"])]
+    # A part that is a stopword is dropped like a typed one; a part typed twice is one word.
+    assert [w.text for w in query_words("FileNotFoundError file")] == [
+        "filenotfounderror", "file", "found", "error"]
+    assert [w.text for w in query_words("9.0.1 HTTPServer")] == [
+        "9.0.1", "httpserver", "http", "server"]

@@ -111,13 +111,22 @@ class QueryWord:
 
 def query_words(query: str) -> tuple[QueryWord, ...]:
     """Distinct non-stopword words of a query, in order of first appearance. When every word is
-    a stopword the query is taken as typed (a question made of function words still asks)."""
-    found: dict[str, QueryWord] = {}
-    allwords: dict[str, QueryWord] = {}
+    a stopword the query is taken as typed (a question made of function words still asks).
+
+    A compound word asks for each of its terms: `flushCursorClient` is the words
+    `flushcursorclient`, `flush`, `cursor` and `client`. The whole is rare where its parts are
+    everywhere, so it has its own document frequency: a body holding the identifier itself
+    holds every one of the words (and their phrase), and outranks one that only says `client`;
+    as one word of four terms, both would count alike."""
+    found: dict[frozenset[str], QueryWord] = {}
+    allwords: dict[frozenset[str], QueryWord] = {}
     for _, word in words(query):
         key = word.casefold()
-        item = QueryWord(key, frozenset(word_terms(word)))
-        allwords.setdefault(key, item)
-        if key not in STOPWORDS:
-            found.setdefault(key, item)
+        whole, *parts = word_terms(word)
+        items = [(key, QueryWord(key, frozenset((whole,))))]
+        items += [(part, QueryWord(part, frozenset((part,)))) for part in parts]
+        for name, item in items:
+            allwords.setdefault(item.terms, item)
+            if name not in STOPWORDS:
+                found.setdefault(item.terms, item)
     return tuple((found or allwords).values())
