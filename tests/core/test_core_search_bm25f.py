@@ -14,7 +14,7 @@ from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.search import make_entry, rank_entries
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import BodyStats, PassageRules, score_body
-from dsh_chapters_core.search.terms import query_words
+from dsh_chapters_core.search.terms import query_words, word_terms, words
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -210,12 +210,63 @@ _CODE_WORDS = ["Migrations", "queries", "GitService.repoName", "running", "stopp
                 max_size=6),
        st.lists(st.sampled_from(_CODE_WORDS), min_size=1, max_size=3))
 def test_skipping_lines_without_a_probe_loses_no_hit(lines: list, query: list) -> None:
-    from dsh_chapters_core.search.passages import _Matcher, body_lines
-    from dsh_chapters_core.search.terms import words
+    from dsh_chapters_core.search.passages import _Matcher, line_hits
 
     qwords = query_words(" ".join(query))
     match = _Matcher(qwords)
-    fast = body_lines("\n".join(lines), match)
-    for line, got in zip(lines, fast, strict=True):
+    for line in lines:
         hits = [(which, i, i + len(w)) for i, w in words(line) for which in match(w)]
-        assert got.hits == hits and got.words == sum(1 for _ in words(line))
+        assert line_hits(line, match) == hits
+
+
+def _reference_score(body: str, query: list, stats: BodyStats, rules: PassageRules) -> float:
+    """The passage rule read literally: every window of `rules.lines` lines, every half
+    window, word by word (what `score_body` computes by runs of lines)."""
+    from dsh_chapters_core.search.passages import _Matcher, window_starts
+
+    match = _Matcher(query)
+    lines = [[(i, w) for i, w in words(text)] for text in body.split("\n")]
+    best = 0.0
+    for start in window_starts(len(lines), rules.lines):
+        window = lines[start:start + rules.lines]
+        tf = [0] * len(query)
+        pairs = set()
+        for line in window:
+            hits = [(q, i) for i, w in line for q in match(w)]
+            for n, (q, i) in enumerate(hits):
+                tf[q] += 1
+                # The word before: this body word, or the hits of the body word just before.
+                prev = {p for p, j in hits[:n] if j == i or j == max(
+                    (k for _, k in hits[:n] if k < i), default=-1)}
+                if q - 1 in prev:
+                    pairs.add(q)
+        held = sum(1 for t in tf if t)
+        if not held:
+            continue
+        length = sum(len(line) for line in window)
+        norm = rules.k1 * (1.0 - rules.b + rules.b * length / max(stats.line_words * rules.lines,
+                                                                 1.0))
+        bm25 = 0.0
+        for q, t in enumerate(tf):
+            if t:
+                bm25 += stats.idf(query[q].text) * (t * (rules.k1 + 1.0)) / (t + norm)
+        best = max(best, bm25 * held / len(query) + rules.phrase_bonus * len(pairs))
+    return round(best, 9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([*_CODE_WORDS, "token_refresh", "token", "refresh"]),
+                         max_size=5).map(" ".join), min_size=1, max_size=40),
+       st.lists(st.sampled_from([*_CODE_WORDS, "token", "refresh"]), min_size=1, max_size=3),
+       st.integers(2, 9))  # searchPassageLines is at least 2
+def test_a_passage_scored_by_runs_of_lines_equals_the_rule_read_line_by_line(
+        lines: list, query: list, size: int) -> None:
+    qwords = query_words(" ".join(query))
+    stats = BodyStats(documents=50, df={w.text: 3 for w in qwords}, line_words=3.0)
+    rules = dataclasses.replace(RULES, lines=size)
+    body = "\n".join(lines)
+    got = score_body(body, 1, qwords, stats, rules)
+    assert got.score == _reference_score(body, list(qwords), stats, rules)
+    if got.anchor is not None:  # the anchor's text holds a query word
+        held = {t for _, word in words(got.anchor.text) for t in word_terms(word)}
+        assert any(w.terms & held for w in qwords)

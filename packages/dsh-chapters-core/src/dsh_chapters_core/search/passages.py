@@ -72,12 +72,6 @@ class PassageRules:
     snippet_chars: int
 
 
-@dataclass(slots=True)
-class _Line:
-    words: int  # every word on the line
-    hits: list[tuple[int, int, int]]  # (query word index, start, end) per matched word
-
-
 class _Matcher:
     """Which query words a body word holds, memoized per distinct spelling for one query.
     Every one of them: `token_refresh` is evidence of both `token` and `refresh`, and a word's
@@ -108,26 +102,65 @@ def _probes(query: Sequence[QueryWord]) -> tuple[str, ...]:
                          for q in query for t in q.terms}))
 
 
-def body_lines(body: str, match: _Matcher) -> list[_Line]:
-    out: list[_Line] = []
+def line_hits(text: str, match: _Matcher) -> list[tuple[int, int, int]]:
+    """(query word index, start, end) of every hit on one line, in order."""
     probe = match.probe
+    if probe is None or not probe.search(text.casefold()):  # no query word on this line
+        return []
     memo = match.memo
-    findall, finditer = _WORD_RE.findall, _WORD_RE.finditer
-    for text in body.split("\n"):
-        if probe is None or not probe.search(text.casefold()):  # no query word here: count
-            out.append(_Line(len(findall(text)), []))
-            continue
-        count = 0
-        hits: list[tuple[int, int, int]] = []
-        for found in finditer(text):
-            count += 1
-            word = found.group()
-            which = memo.get(word)
-            if which is None:
-                which = match(word)
-            for index in which:
-                hits.append((index, found.start(), found.end()))
-        out.append(_Line(count, hits))
+    hits: list[tuple[int, int, int]] = []
+    for found in _WORD_RE.finditer(text):
+        word = found.group()
+        which = memo.get(word)
+        if which is None:
+            which = match(word)
+        for index in which:
+            hits.append((index, found.start(), found.end()))
+    return hits
+
+
+def _scan_line(text: str, match: _Matcher, tf: list[int], pairs: set[int]) -> int:
+    """Counts one line's hits into `tf` and its phrases into `pairs`; returns how many
+    distinct query words it holds. A phrase: query word i-1 right before word i, in the same
+    body word (`token_refresh`) or in the body word with a hit just before."""
+    probe = match.probe
+    if probe is None or not probe.search(text.casefold()):  # no query word on this line
+        return 0
+    memo = match.memo
+    before: tuple[int, ...] = ()
+    seen: set[int] = set()
+    for word in _WORD_RE.findall(text):
+        which = memo.get(word)
+        if which is None:
+            which = match(word)
+        if which:
+            for i in which:  # ascending: i-1 in `which` came first
+                tf[i] += 1
+                if i - 1 in before or i - 1 in which:
+                    pairs.add(i)
+            seen.update(which)
+            before = which
+    return len(seen)
+
+
+def _blocks(lines: Sequence[str], size: int, match: _Matcher, n: int, held: list[int]
+            ) -> list[tuple[int, list[int], set[int]]]:
+    """Per run of `size` lines: (words, hits per query word, words with a pair); how many
+    distinct query words each line holds goes to `held`. A passage is a whole number of runs,
+    so it is scored by adding runs; a run with no query word in it is counted by one regex
+    pass, not line by line (most runs of a long body hold none)."""
+    probe = match.probe
+    out: list[tuple[int, list[int], set[int]]] = []
+    for start in range(0, len(lines), size):
+        run = lines[start:start + size]
+        text = "\n".join(run)  # a word never spans lines: the count is the lines' sum
+        tf = [0] * n
+        pairs: set[int] = set()
+        if probe is not None and probe.search(text.casefold()):
+            held.extend(_scan_line(line, match, tf, pairs) for line in run)
+        else:
+            held.extend(0 for _ in run)
+        out.append((len(_WORD_RE.findall(text)), tf, pairs))
     return out
 
 
@@ -187,34 +220,27 @@ def score_body(
     body's first line). No query word in the body scores 0 with no anchor."""
     if not body or not query:
         return NO_BODY_MATCH
-    lines = body_lines(body, _matcher(tuple(query)))
-    if not any(line.hits for line in lines):
-        return NO_BODY_MATCH
+    match = _matcher(tuple(query))
+    lines = body.split("\n")
     size = rules.lines
+    step = window_step(size)
+    unit = math.gcd(size, step)  # passages start every `step` lines and span `size`
+    held_by_line: list[int] = []
+    blocks = _blocks(lines, unit, match, len(query), held_by_line)
+    if not any(any(tf) for _, tf, _ in blocks):
+        return NO_BODY_MATCH
+    span = size // unit
     expected = max(stats.line_words * size, 1.0)
     idf = [stats.idf(q.text) for q in query]
     best_score, best_start = -1.0, 0
     for start in window_starts(len(lines), size):
-        window = lines[start:start + size]
-        tf = [0] * len(query)
-        length = 0
-        pairs: set[int] = set()
-        for line in window:
-            length += line.words
-            # A pair: query words i-1 and i in one body word, or in two hits in a row.
-            before: list[int] = []
-            current: list[int] = []
-            at = -1
-            for which, column, _ in line.hits:
-                tf[which] += 1
-                if column != at:
-                    before, current, at = current, [], column
-                if which - 1 in before or which - 1 in current:
-                    pairs.add(which)
-                current.append(which)
+        window = blocks[start // unit:start // unit + span]
+        tf = [sum(col) for col in zip(*(t for _, t, _ in window), strict=True)]
         held = sum(1 for t in tf if t)
         if not held:
             continue
+        length = sum(w for w, _, _ in window)
+        pairs = set().union(*(p for _, _, p in window))
         norm = rules.k1 * (1.0 - rules.b + rules.b * length / expected)
         bm25 = 0.0
         for i, t in enumerate(tf):  # one fixed order: the same float on every machine
@@ -223,18 +249,22 @@ def score_body(
         score = bm25 * held / len(query) + rules.phrase_bonus * len(pairs)
         if score > best_score:
             best_score, best_start = score, start
-    window = lines[best_start:best_start + size]
-    offset = max(range(len(window)),
-                 key=lambda k: (len({w for w, _, _ in window[k].hits}), -k))
-    text_line = body.split("\n")[best_start + offset]
-    anchor = Anchor(first_line + best_start + offset,
-                    snippet(text_line, window[offset].hits, rules.snippet_chars))
+    # The anchor: the line of the best passage holding the most distinct query words.
+    window = held_by_line[best_start:best_start + size]
+    line = best_start + max(range(len(window)), key=lambda k: (window[k], -k))
+    anchor = Anchor(first_line + line,
+                    snippet(lines[line], line_hits(lines[line], match), rules.snippet_chars))
     return BodyMatch(round(best_score, 9), anchor)
+
+
+def window_step(size: int) -> int:
+    """Passages of `size` lines start every half passage."""
+    return max(1, size // 2)
 
 
 def window_starts(lines: int, size: int) -> range:
     """Where the passages of a body of `lines` lines start: `size` lines each, by half steps."""
-    step = max(1, size // 2)
+    step = window_step(size)
     return range(0, max(1, lines - step), step)
 
 
