@@ -28,7 +28,7 @@ from dsh_chapters_core.testing.fakes_search import (
     document_text,
 )
 from dsh_chapters_fs.chapterfile import parse_document
-from dsh_chapters_fs.search_cache import SqliteSearchCache
+from dsh_chapters_fs.search_cache import SqliteSearchCache, _any_of
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -132,6 +132,33 @@ def test_cached_search_equals_a_plain_full_scan(
                                          project_key=PK))
         service(root, None).refresh(door(root, None))  # e.g. `chapters index`
         same_answers(root, [*texts, "sqlite", "jwt"])
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.integers(3, 20))
+def test_a_terms_stored_document_frequency_follows_every_write(rnd: random.Random,
+                                                              size: int) -> None:
+    # termmax.n is kept by the writes themselves (a rebuild counts it once): after chapters
+    # are added, rewritten and removed, it equals the bodies FTS5 lists under the term.
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        db_path = root / "cache/search-store.sqlite"
+        random_corpus(root, rnd, size)
+        with SqliteSearchCache(db_path) as cache:
+            service(root, cache).refresh(door(root, cache))
+            random_corpus(root, rnd, 4, mixed=False)
+            chapters = sorted(root.glob("s*/chapters/*.md"))
+            chapters[0].write_bytes(document_text(title="rewritten", body="retry the migration\n",
+                                                  project_key=PK))
+            chapters[1].unlink()
+            service(root, cache).refresh(door(root, cache))
+            stored = dict(cache.db.execute("SELECT term, n FROM termmax WHERE n > 0"))
+            counted = {term: cache.db.execute(
+                "SELECT count(*) FROM terms WHERE terms MATCH ?", (_any_of((), [term]),)
+            ).fetchone()[0] for term in stored}
+            assert stored == counted
+            rows = dict(cache.db.execute("SELECT term, count(*) FROM bodytf GROUP BY term"))
+            assert stored == rows
 
 
 def answer(root: Path, cache: SqliteSearchCache) -> dict:

@@ -36,7 +36,7 @@ from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.terms import QueryWord
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 # A round that lists the holders of every one of its elements reads them by key when they are
@@ -92,8 +92,10 @@ CREATE INDEX IF NOT EXISTS bodytf_rows ON bodytf(id);
 -- Per term, the largest m and the smallest l of any body: what a query word can add at most,
 -- so a query skips the bodies that hold only words too weak to reach its answer. A removed
 -- body leaves its values behind: still bounds, only looser, until the next rebuild.
+-- And n, the bodies holding the term (its document frequency, exact: kept on every write),
+-- so a query reads a word's df in one row instead of counting a doclist of every body.
 CREATE TABLE IF NOT EXISTS termmax (
-  term TEXT PRIMARY KEY, m INTEGER NOT NULL, l INTEGER NOT NULL
+  term TEXT PRIMARY KEY, m INTEGER NOT NULL, l INTEGER NOT NULL, n INTEGER NOT NULL
 ) WITHOUT ROWID;
 -- What the profiles were built for; another passage size drops the file (see _connect).
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -340,6 +342,8 @@ class SqliteSearchCache:
                                    "VALUES('delete', ?, ?)", old)
                     db.executemany("DELETE FROM entries WHERE id = ?", [(r[0],) for r in old])
                     db.executemany("DELETE FROM keys WHERE id = ?", [(r[0],) for r in old])
+                    db.executemany("UPDATE termmax SET n = n - 1 WHERE term IN "
+                                   "(SELECT term FROM bodytf WHERE id = ?)", [(r[0],) for r in old])
                     db.executemany("DELETE FROM bodytf WHERE id = ?", [(r[0],) for r in old])
             insert = (f"INSERT INTO entries(sha256, session_dir, legacy, tokens, {_COLUMNS}, "
                       f"body_words, body_lines) VALUES ({','.join('?' * 24)})")
@@ -353,8 +357,8 @@ class SqliteSearchCache:
                                 for term, n in profile.counts.items()))
                 if not reset:
                     db.executemany(
-                        "INSERT INTO termmax VALUES (?, ?, ?) ON CONFLICT(term) DO UPDATE "
-                        "SET m = max(m, excluded.m), l = min(l, excluded.l)",
+                        "INSERT INTO termmax VALUES (?, ?, ?, 1) ON CONFLICT(term) DO UPDATE "
+                        "SET m = max(m, excluded.m), l = min(l, excluded.l), n = n + 1",
                         ((term, n, profile.shortest[term])
                          for term, n in profile.counts.items()))
             to_terms = "INSERT INTO terms(rowid, tokens) SELECT id, tokens FROM entries"
@@ -364,8 +368,8 @@ class SqliteSearchCache:
                 db.execute(to_terms)
                 db.execute(to_keys)
                 # One pass in key order once everything is in, not an upsert per body.
-                db.execute("INSERT INTO termmax SELECT term, max(m), min(l) FROM bodytf "
-                           "GROUP BY term")
+                db.execute("INSERT INTO termmax SELECT term, max(m), min(l), count(*) "
+                           "FROM bodytf GROUP BY term")
             else:
                 for chunk in _chunks(paths):
                     marks = ",".join("?" * len(chunk))
@@ -394,9 +398,19 @@ class SqliteSearchCache:
         documents, total_words, total_lines = (
             totals.get("=documents", 0), totals.get("=words", 0), totals.get("=lines", 0))
         df: dict[str, int] = {}
+        single = sorted({t for word in words if len(word.terms) == 1 for t in word.terms})
+        held = dict.fromkeys(single, 0)
+        for chunk in _chunks(single):
+            marks = ",".join("?" * len(chunk))
+            held.update(db.execute(f"SELECT term, n FROM termmax WHERE term IN ({marks})",
+                                   chunk).fetchall())
         for word in words:
-            df[word.text] = int(db.execute("SELECT count(*) FROM terms WHERE terms MATCH ?",
-                                           (_any_of((), sorted(word.terms)),)).fetchone()[0])
+            if len(word.terms) == 1:  # a body holds a term once in bodytf: n is its df
+                df[word.text] = int(held[next(iter(word.terms))])
+            else:  # a body holding any of several terms: FTS5 counts the union
+                df[word.text] = int(db.execute(
+                    "SELECT count(*) FROM terms WHERE terms MATCH ?",
+                    (_any_of((), sorted(word.terms)),)).fetchone()[0])
         return BodyStats(int(documents), df,
                          int(total_words) / int(total_lines) if total_lines else 0.0)
 
