@@ -161,6 +161,34 @@ def test_a_terms_stored_document_frequency_follows_every_write(rnd: random.Rando
             assert stored == rows
 
 
+def test_a_rounds_total_is_counted_beside_it_and_its_failure_is_not_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The count of every match runs on a second connection while the round lists; its total
+    # is the one counted on the first, and an error there reaches the caller.
+    random_corpus(tmp_path, random.Random(11), 30, mixed=False)  # no fragment: bounded
+    with SqliteSearchCache(tmp_path / "cache/search-store.sqlite") as cache:
+        service(tmp_path, cache).refresh(door(tmp_path, cache))
+        words = query_words("retry migration")
+        rules = PassageRules(DEFAULTS.search_bm25_k1, DEFAULTS.search_bm25_b,
+                             DEFAULTS.search_passage_lines, DEFAULTS.search_phrase_bonus,
+                             DEFAULTS.search_snippet_chars)
+        bound = BodyBound.of(words, cache.body_stats(words), rules)
+        within = Holding(all_of=(Holding(words=frozenset({0})), Holding(words=frozenset({1}))))
+        kw = dict(weights=LexicalWeights.of(DEFAULTS), body_weight=3.0, slack=0.0)
+        found = cache.bounded(["retry"], bound, within=within, **kw)
+        assert found is not None and found.total > 0
+        assert found.total == cache._match_total(["retry"], bound, "")
+        assert cache._counter is not None
+
+        def broken(*args: object) -> int:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(cache, "_match_total", broken)
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+            cache.bounded(["retry"], bound, within=within, **kw)
+    assert cache._counter is None  # closed with the cache
+
+
 def answer(root: Path, cache: SqliteSearchCache) -> dict:
     return service(root, cache).search(SearchRequest(query="auth sqlite")).to_json()
 

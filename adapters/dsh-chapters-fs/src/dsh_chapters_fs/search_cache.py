@@ -246,6 +246,7 @@ class SqliteSearchCache:
         self.passage_lines = passage_lines  # the size body profiles are cut at
         self.few_holders = _FEW_HOLDERS
         self._db: sqlite3.Connection | None = None
+        self._counter: sqlite3.Connection | None = None  # a second reader: see `_count_aside`
 
     # -- connection ------------------------------------------------------------------------
 
@@ -294,6 +295,9 @@ class SqliteSearchCache:
         return self._db
 
     def close(self) -> None:
+        if self._counter is not None:
+            self._counter.close()
+            self._counter = None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -597,12 +601,11 @@ class SqliteSearchCache:
                   *([body.phrase_bonus] if body is not None and n else []), *params]
         if scoped:
             params.append(project_key)
+        counted = (self._count_aside(terms, body, project_key) if within is not None and count
+                   else None)
         cursor = db.execute(sql, params)
         _, listed_total = cursor.fetchone()
-        if within is None:
-            total = int(listed_total)
-        else:
-            total = self._match_total(terms, body, project_key) if count else 0
+        total = int(listed_total) if within is None else counted() if counted else 0
 
         def rows() -> Iterator[tuple[str, float]]:
             while chunk := cursor.fetchmany(64):
@@ -615,14 +618,47 @@ class SqliteSearchCache:
         return BoundedCandidates(total=total, rows=rows())
 
     def _match_total(self, terms: Sequence[str], body: BodyBound | None,
-                     project_key: str) -> int:
+                     project_key: str, db: sqlite3.Connection | None = None) -> int:
         """Every entry in scope holding a frontmatter term or a body word: one FTS5 count."""
         listed = _any_of(terms, [t for ts in body.terms for t in ts] if body else ())
         if not listed:
             return 0
         query = f"({listed})" + (f" AND {_in_scope(project_key)}" if project_key else "")
-        return int(self.db.execute("SELECT count(*) FROM terms WHERE terms MATCH ?",
-                                   (query,)).fetchone()[0])
+        return int((db or self.db).execute("SELECT count(*) FROM terms WHERE terms MATCH ?",
+                                           (query,)).fetchone()[0])
+
+    def _count_aside(self, terms: Sequence[str], body: BodyBound | None,
+                     project_key: str) -> Callable[[], int]:
+        """`_match_total` on a second connection in a thread, while this one lists a round:
+        SQLite releases the GIL while it steps, so the count of every match (a union of
+        nearly every doclist for common words) costs no wall time beside the listing. Each
+        statement reads its own snapshot either way (autocommit). Returns the join."""
+        import threading  # only a round that counts needs it
+
+        if self._counter is None:
+            self.db  # noqa: B018 - opened (schema checked, rebuilt if stale) before a reader
+            self._counter = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000,
+                                            isolation_level=None, check_same_thread=False)
+            self._counter.execute("PRAGMA query_only = 1")
+        counter = self._counter
+        result: list[int | BaseException] = []
+
+        def work() -> None:
+            try:
+                result.append(self._match_total(terms, body, project_key, counter))
+            except BaseException as exc:  # re-raised where the count is read
+                result.append(exc)
+
+        thread = threading.Thread(target=work, name="chapters-count", daemon=True)
+        thread.start()
+
+        def joined() -> int:
+            thread.join()
+            if isinstance(result[0], BaseException):
+                raise result[0]
+            return result[0]
+
+        return joined
 
     def maxima(self, terms: Sequence[str], body: BodyBound | None) -> DoorMaxima:
         db = self.db

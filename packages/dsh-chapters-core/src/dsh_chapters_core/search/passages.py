@@ -250,8 +250,8 @@ def score_body(
         if score > best_score:
             best_score, best_start = score, start
     # The anchor: the line of the best passage holding the most distinct query words.
-    window = held_by_line[best_start:best_start + size]
-    line = best_start + max(range(len(window)), key=lambda k: (window[k], -k))
+    best = held_by_line[best_start:best_start + size]
+    line = best_start + max(range(len(best)), key=lambda k: (best[k], -k))
     anchor = Anchor(first_line + line,
                     snippet(lines[line], line_hits(lines[line], match), rules.snippet_chars))
     return BodyMatch(round(best_score, 9), anchor)
