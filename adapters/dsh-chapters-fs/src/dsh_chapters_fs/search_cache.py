@@ -601,11 +601,15 @@ class SqliteSearchCache:
                   *([body.phrase_bonus] if body is not None and n else []), *params]
         if scoped:
             params.append(project_key)
-        counted = (self._count_aside(terms, body, project_key) if within is not None and count
-                   else None)
+        # A round counts every match on the side (`_count_aside`); the last one lists them all.
+        counted = None
+        if within is not None and count:
+            counted = self._count_aside(terms, body, project_key)
         cursor = db.execute(sql, params)
         _, listed_total = cursor.fetchone()
-        total = int(listed_total) if within is None else counted() if counted else 0
+        total = int(listed_total) if within is None else 0
+        if counted is not None:
+            total = counted()
 
         def rows() -> Iterator[tuple[str, float]]:
             while chunk := cursor.fetchmany(64):
