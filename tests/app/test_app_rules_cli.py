@@ -214,3 +214,49 @@ def test_notice_without_session_lists_the_last_archived_session(
         assert (workspace / link).is_file()
     assert all(" messages (" in line for line in lines if line.startswith("  .dsh-chapters/"))
     assert data == _json(workspace, capsys, "notice", "--session", data["session"])
+
+
+def _core_cache(ws: Path) -> dict[str, object]:
+    data = json.loads((ws / ".dsh-chapters/cache/core-rules.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_a_writer_that_touches_no_rule_keeps_the_resolved_core_rules(
+        workspace: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Search's core bonus (§8) is resolved from the rule files and this machine's facts.
+    A writer that wrote neither (an index update here, an archive in life) carries the kept
+    ids to its generation without parsing a rule; one that did is resolved again."""
+    import dsh_chapters.services.rules as rules_service
+
+    for text in ("Pin the quokka fixtures.", "Name quokka tests for behaviour."):
+        assert _run(workspace, capsys, "rule", "add", "testing", text)[0] == 0
+    assert _run(workspace, capsys, "rule", "approve", "hostA/001")[0] == 0
+    _chapter(workspace, 1, "Quokka")
+    assert _run(workspace, capsys, "search", "quokka")[0] == 0
+    first = _core_cache(workspace)
+    assert first["ids"] == ["hostA/001"]
+
+    resolved: list[int] = []
+    real = rules_service.rules_here
+    monkeypatch.setattr(rules_service, "rules_here",
+                        lambda app: resolved.append(1) or real(app))
+    _chapter(workspace, 2, "Quokka-two")
+    assert _run(workspace, capsys, "index")[0] == 0  # a writer: the generation moves on
+    assert _run(workspace, capsys, "search", "quokka")[0] == 0
+    carried = _core_cache(workspace)
+    assert resolved == [] and carried["ids"] == ["hostA/001"]
+    assert carried["generation"] != first["generation"]
+
+    assert _run(workspace, capsys, "rule", "approve", "hostA/002")[0] == 0  # the facts grow
+    assert _run(workspace, capsys, "search", "quokka")[0] == 0
+    assert resolved == [1] and _core_cache(workspace)["ids"] == ["hostA/001", "hostA/002"]
+
+    # A rule file changed behind the writers is seen at the next writer's generation.
+    rule_file = next((workspace / ".dsh-chapters/rules/hostA").glob("002-*.md"))
+    rule_file.write_text(rule_file.read_text() + "edited by hand\n")
+    assert _run(workspace, capsys, "index")[0] == 0
+    assert _run(workspace, capsys, "search", "quokka")[0] == 0
+    assert resolved == [1, 1]
+    # The approval is bound to the bytes approved: the edited rule is no longer core.
+    assert _core_cache(workspace)["ids"] == ["hostA/001"]

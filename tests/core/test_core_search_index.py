@@ -16,6 +16,8 @@ from dsh_chapters_core.search.index import (
     fingerprint_chunks,
     load_manifest,
     manifest_key,
+    patch_shard,
+    render_shard,
     shard_member_paths,
     update_index,
 )
@@ -284,3 +286,30 @@ def test_change_tokens_stream_as_the_json_they_replaced(count: int) -> None:
     tokens = {f"s{i}/chapters/{i:03d}-ü\".md": f"{i}:{i * 7919}" for i in reversed(range(count))}
     expected = json.dumps(tokens, sort_keys=True, separators=(",", ":")).encode("utf-8")
     assert b"".join(fingerprint_chunks(tokens)) == expected
+
+
+_shard_record = st.builds(
+    lambda n, title, date, kind: IndexRecord(f"s{n % 3}/chapters/{n:03d}-x.md", "", kind,
+                                             title, date),
+    st.integers(0, 40),
+    st.text(st.sampled_from("ab |-é·"), max_size=8).map(lambda t: " ".join(t.split())),
+    st.one_of(st.just(""), st.just("not a date"), st.dates().map(lambda d: d.isoformat()),
+              st.datetimes().map(lambda d: d.isoformat() + "Z")),
+    st.sampled_from(["chapter", "rule", "plan"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_shard_record, max_size=12, unique_by=lambda r: r.path),
+       st.lists(_shard_record, max_size=6, unique_by=lambda r: r.path),
+       st.sets(st.integers(0, 40), max_size=8))
+def test_a_patched_shard_is_the_shard_rendered_from_its_rows(
+        before: list[IndexRecord], added: list[IndexRecord], dropped: set[int]) -> None:
+    """The delta path patches a shard as text; it must give render_shard's bytes exactly:
+    the rows kept, the rows dropped or replaced, every recency hint and the header."""
+    if not before:
+        return
+    drop = {f"s{n % 3}/chapters/{n:03d}-x.md" for n in dropped} | {r.path for r in added}
+    rows = {r.path: r for r in before if r.path not in drop}
+    rows.update((r.path, r) for r in added)
+    patched = patch_shard("retry", render_shard("retry", before), drop, added)
+    assert patched == (render_shard("retry", rows.values()) if rows else None)

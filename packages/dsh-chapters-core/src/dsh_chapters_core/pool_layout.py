@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from dsh_chapters_core.errors import InputError
 
 # Store top-level names that are not sessions. The last five never leave the machine.
-SHARED_STORE_DIRS: tuple[str, ...] = ("artifacts", "rules", "edits")
+RULES_DIR = "rules"  # rules/<harnessId>/NNN-….md (§7)
+SHARED_STORE_DIRS: tuple[str, ...] = ("artifacts", RULES_DIR, "edits")
 LOCAL_STORE_DIRS: tuple[str, ...] = ("index", "topics", "state", "logs", "cache")
 # Files the store keeps at its top level (or inside a session), by name: a session id in the
 # pool that collides with one would write a chapter under a file (§2.2, store-reserved names).

@@ -7,6 +7,8 @@ tests pass fakes (STYLE.md, "Boundaries": cosmicpython's bootstrap).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -14,6 +16,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dsh_chapters_core.curation import edits_path
+from dsh_chapters_core.pool_layout import RULES_DIR
 from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
@@ -172,7 +176,14 @@ def open_search(app: App, cached: bool = True) -> SearchService:
         # Imported on use: only a search asks (the search service is built on demand).
         from dsh_chapters.services.search import core_rule_ids_at
 
-        return core_rule_ids_at(app, generation())
+        return core_rule_ids_at(app, generation(), rule_inputs)
+
+    def rule_inputs() -> str:
+        # What core rules are resolved from, as stat tokens: O(rules), never the chapters.
+        facts = edits_path(app.harness_id)
+        tokens = sorted(store_tree.fingerprints(f"{RULES_DIR}/").items())
+        tokens.append((facts, store_tree.fingerprint(facts)))
+        return hashlib.sha256(json.dumps(tokens).encode("utf-8")).hexdigest()
 
     return SearchService(doors=doors, config=app.config, harness_id=app.harness_id,
                          clock_now=app.clock.now, core_rules=core_rules, generation=generation)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh_chapters_core.config import Config
+from dsh_chapters_core.pool_layout import RULES_DIR as RULES_DIR
 
-RULES_DIR = "rules"
 EDITS_DIR = "edits"
 STATE_DIR = "state"  # machine-local, never published (pool_layout.LOCAL_STORE_DIRS)
 NUMBER_WIDTH = 3  # NNN, zero-padded like chapter numbers (wider past 999, never reused)

@@ -689,7 +689,12 @@ class SearchService:
             data = json.loads(door.state.read(door.state_path))
         except ValueError:
             return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            return {}
+        # JSON keys are strings already; checked, not copied (100k tokens at 100k chapters).
+        if all(type(v) is str for v in data.values()):
+            return data
+        return {str(k): str(v) for k, v in data.items()}
 
     def _save_status(self, door: SearchDoor, report: RefreshReport) -> None:
         store = self.door(DoorName.STORE)

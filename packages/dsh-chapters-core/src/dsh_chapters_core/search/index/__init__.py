@@ -31,6 +31,7 @@ from dsh_chapters_core.search.index.manifest import (
     load_manifest,
     manifest_key,
     normalize_document,
+    patch_shard,
     read_curation,
     recency_hint,
     record_of,
@@ -38,7 +39,6 @@ from dsh_chapters_core.search.index.manifest import (
     render_shard,
     shard_member_paths,
     shard_path,
-    shard_rows,
 )
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ __all__ = [
     "load_manifest",
     "manifest_key",
     "normalize_document",
+    "patch_shard",
     "path_project",
     "path_session",
     "read_curation",
@@ -106,6 +107,5 @@ __all__ = [
     "scan_documents",
     "shard_member_paths",
     "shard_path",
-    "shard_rows",
     "update_index",
 ]

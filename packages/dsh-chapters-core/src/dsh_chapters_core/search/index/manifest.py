@@ -18,6 +18,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -361,28 +362,41 @@ def _age(days: int) -> str:
 
 
 def render_shard(topic: str, records: Iterable[IndexRecord]) -> bytes:
-    rows = sorted(records, key=lambda r: r.path)
-    days = [_day(r.date) for r in rows]
-    known = [(d, r.date[:10]) for d, r in zip(days, rows, strict=True) if d is not None]
+    return _shard_text(topic, [_shard_row(r) for r in records])
+
+
+def patch_shard(topic: str, shard: bytes, drop: AbstractSet[str],
+                add: Iterable[IndexRecord]) -> bytes | None:
+    """`render_shard` of the shard's rows without the paths in `drop` and with `add` (None when
+    no row is left). A kept row stays text and only its recency hint is made again, so a
+    topic held by half the corpus is patched without a record per line."""
+    rows: list[tuple[str, str, str]] = []
+    for line in shard.decode("utf-8", errors="replace").splitlines()[1:]:
+        head, sep, _ = line.rpartition(" | ")
+        parts = head.rsplit(" | ", 2)
+        date, sep_title, _ = parts[0].partition(" | ")
+        if sep and sep_title and len(parts) == 3 and parts[1] not in drop:
+            rows.append((parts[1], date, head))
+    rows.extend(_shard_row(r) for r in add)
+    return _shard_text(topic, rows) if rows else None
+
+
+def _shard_row(r: IndexRecord) -> tuple[str, str, str]:
+    """(path, date field, the line before its recency hint)."""
+    date = r.date[:10] if r.date else "-"
+    return r.path, date, f"{date} | {r.title} | {r.path} | ({r.kind})"
+
+
+def _shard_text(topic: str, rows: list[tuple[str, str, str]]) -> bytes:
+    rows.sort(key=lambda row: row[0])
+    days = {date: _day(date) for date in {row[1] for row in rows}}
+    known = [(d, date) for date, d in days.items() if d is not None]
     newest_day, newest = max(known) if known else (None, "")
+    hints = {date: "-" if d is None or newest_day is None else _age(max(0, newest_day - d))
+             for date, d in days.items()}
     lines = [f"# topic: {topic} · count: {len(rows)} · last-updated: {newest or '-'}"]
-    for r, d in zip(rows, days, strict=True):
-        date = r.date[:10] if r.date else "-"
-        hint = "-" if d is None or newest_day is None else _age(max(0, newest_day - d))
-        lines.append(f"{date} | {r.title} | {r.path} | ({r.kind}) | {hint}")
+    lines.extend(f"{head} | {hints[date]}" for _, date, head in rows)
     return ("\n".join(lines) + "\n").encode("utf-8")
-
-
-def shard_rows(data: bytes) -> list[IndexRecord]:
-    """A shard's lines back as records: all `render_shard` needs to render them again."""
-    rows: list[IndexRecord] = []
-    for line in data.decode("utf-8", errors="replace").splitlines()[1:]:
-        fields = line.split(" | ")
-        if len(fields) >= 5:
-            date = "" if fields[0] == "-" else fields[0]
-            kind = fields[-2].removeprefix("(").removesuffix(")")
-            rows.append(IndexRecord(fields[-3], "", kind, " | ".join(fields[1:-3]), date))
-    return rows
 
 
 def shard_member_paths(data: bytes) -> list[str]:

@@ -32,11 +32,11 @@ from dsh_chapters_core.search.index.manifest import (
     edits_paths,
     load_manifest,
     normalize_document,
+    patch_shard,
     read_curation,
     record_of,
     render_shard,
     shard_path,
-    shard_rows,
 )
 from dsh_chapters_core.search.vocabulary import VOCABULARY_PATH, vocabulary_document
 
@@ -110,6 +110,7 @@ class _Reads:
 KEEP_LOADED = 1000
 _PROGRESS_EVERY = 250  # files read between two progress reports
 _TOKENS_A_CHUNK = 5000  # change tokens encoded together when they are written
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def _read_candidate(tree: DerivedTree, layout: DoorLayout, reader: DocumentReader, path: str,
@@ -195,18 +196,16 @@ def _update_delta(
     written: list[str] = []
     for topic in sorted(affected):
         path = shard_path(topic)
-        rows: dict[str, IndexRecord] = {}
-        if path in prior.shards:
-            rows = {r.path: r for r in shard_rows(tree.read(path))}
-        for touched in changes:
-            rows.pop(touched, None)
-        for touched, new in changes.items():
-            if new is not None and not new.skipped and topic in canonical_topics(new, curation):
-                rows[touched] = new
-        if not rows:
+        members = [new for new in changes.values()
+                   if new is not None and not new.skipped
+                   and topic in canonical_topics(new, curation)]
+        if path in prior.shards:  # patched as text: a big topic's rows are never parsed
+            data = patch_shard(topic, tree.read(path), changes.keys(), members)
+        else:
+            data = render_shard(topic, members) if members else None
+        if data is None:
             shards.pop(path, None)
             continue
-        data = render_shard(topic, rows.values())
         shards[path] = hashlib.sha256(data).hexdigest()
         if shards[path] != prior.shards.get(path) or not tree.exists(path):
             tree.write(path, data)
@@ -405,8 +404,10 @@ def fingerprint_chunks(fingerprints: Mapping[str, str]) -> Iterator[bytes]:
         yield b"{}"
         return
     for start in range(0, len(paths), _TOKENS_A_CHUNK):
-        part = ",".join(f"{json.dumps(p)}:{json.dumps(fingerprints[p])}"
-                        for p in paths[start:start + _TOKENS_A_CHUNK])
+        # One C encoder pass a chunk (a dict keeps the sorted order), not two calls a path:
+        # at 100k paths that was a third of a second on every update.
+        chunk = {p: fingerprints[p] for p in paths[start:start + _TOKENS_A_CHUNK]}
+        part = _COMPACT.encode(chunk)[1:-1]  # the braces are the whole file's, added below
         opening = "{" if start == 0 else ","
         closing = "}" if start + _TOKENS_A_CHUNK >= len(paths) else ""
         yield (opening + part + closing).encode("utf-8")
