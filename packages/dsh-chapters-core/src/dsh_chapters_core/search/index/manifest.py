@@ -11,6 +11,7 @@ input, the build manifest kept as its lines, and the topic shards rendered from 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 import hashlib
@@ -18,7 +19,6 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,40 +362,48 @@ def _age(days: int) -> str:
 
 
 def render_shard(topic: str, records: Iterable[IndexRecord]) -> bytes:
-    return _shard_text(topic, [_shard_row(r) for r in records])
+    return _shard_text(topic, [_shard_head(r) for r in sorted(records, key=lambda r: r.path)])
 
 
-def patch_shard(topic: str, shard: bytes, drop: AbstractSet[str],
+def patch_shard(topic: str, shard: bytes, drop: Iterable[str],
                 add: Iterable[IndexRecord]) -> bytes | None:
-    """`render_shard` of the shard's rows without the paths in `drop` and with `add` (None when
-    no row is left). A kept row stays text and only its recency hint is made again, so a
-    topic held by half the corpus is patched without a record per line."""
-    rows: list[tuple[str, str, str]] = []
-    for line in shard.decode("utf-8", errors="replace").splitlines()[1:]:
-        head, sep, _ = line.rpartition(" | ")
-        parts = head.rsplit(" | ", 2)
-        date, sep_title, _ = parts[0].partition(" | ")
-        if sep and sep_title and len(parts) == 3 and parts[1] not in drop:
-            rows.append((parts[1], date, head))
-    rows.extend(_shard_row(r) for r in add)
-    return _shard_text(topic, rows) if rows else None
+    """`render_shard` of the rows of `shard` (bytes `render_shard` wrote: the caller checked
+    its digest) without the paths in `drop` and with `add`; None when no row is left.
+
+    A kept row stays text: the few rows dropped or added are found by binary search on the
+    path order, and only the recency hints are made again, so a topic held by half the corpus
+    is patched without parsing its lines into records."""
+    heads = [line.rpartition(" | ")[0]
+             for line in shard.decode("utf-8", errors="replace").splitlines()[1:]]
+    for path in drop:
+        at = bisect.bisect_left(heads, path, key=_head_path)
+        if at < len(heads) and _head_path(heads[at]) == path:
+            del heads[at]
+    for record in add:
+        heads.insert(bisect.bisect_left(heads, record.path, key=_head_path),
+                     _shard_head(record))
+    return _shard_text(topic, heads) if heads else None
 
 
-def _shard_row(r: IndexRecord) -> tuple[str, str, str]:
-    """(path, date field, the line before its recency hint)."""
-    date = r.date[:10] if r.date else "-"
-    return r.path, date, f"{date} | {r.title} | {r.path} | ({r.kind})"
+def _shard_head(r: IndexRecord) -> str:
+    """A shard line before its recency hint."""
+    return f"{r.date[:10] if r.date else '-'} | {r.title} | {r.path} | ({r.kind})"
 
 
-def _shard_text(topic: str, rows: list[tuple[str, str, str]]) -> bytes:
-    rows.sort(key=lambda row: row[0])
-    days = {date: _day(date) for date in {row[1] for row in rows}}
+def _head_path(head: str) -> str:
+    return head.rsplit(" | ", 2)[1]
+
+
+def _shard_text(topic: str, heads: list[str]) -> bytes:
+    """The shard of these lines (in path order): each gets the hint of its date field."""
+    dates = [head[:head.find(" | ")] for head in heads]
+    days = {date: _day(date) for date in set(dates)}
     known = [(d, date) for date, d in days.items() if d is not None]
     newest_day, newest = max(known) if known else (None, "")
     hints = {date: "-" if d is None or newest_day is None else _age(max(0, newest_day - d))
              for date, d in days.items()}
-    lines = [f"# topic: {topic} · count: {len(rows)} · last-updated: {newest or '-'}"]
-    lines.extend(f"{head} | {hints[date]}" for _, date, head in rows)
+    lines = [f"# topic: {topic} · count: {len(heads)} · last-updated: {newest or '-'}"]
+    lines.extend(f"{head} | {hints[date]}" for head, date in zip(heads, dates, strict=True))
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
