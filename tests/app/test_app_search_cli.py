@@ -284,13 +284,44 @@ def test_archive_notes_what_it_wrote_so_the_next_query_reads_only_that(
     assert note["generation"] == int(after_writer) > int(writer)
     chapters = sorted(p.relative_to(ws / ".dsh-chapters").as_posix()
                       for p in (ws / ".dsh-chapters").glob("*/chapters/*.md"))
-    assert set(note["paths"]) <= set(chapters) and note["paths"]
+    noted_chapters = {p for p in note["paths"] if "/chapters/" in p}
+    assert noted_chapters <= set(chapters) and noted_chapters
     code, _, err = run(ws, capsys, "search", "retry", "--json")
     assert code == 0 and "rebuilt" not in err
     assert generations(ws) == (after_writer, after_writer)  # current again, notes consumed
     assert not notes.exists()
     tokens = json.loads((ws / ".dsh-chapters/cache/index-store.tokens.json").read_text())
-    assert set(note["paths"]) <= set(tokens)
+    assert noted_chapters <= set(tokens)
+
+
+def test_every_writer_section_notes_what_it_wrote_and_the_query_walks_nothing(
+        workspace: Path, capsys: Capture) -> None:
+    """A rule written, then approved: each writer section notes its files as it ends, so the
+    next query reads those and walks nothing. A chapter copied in by hand at the
+    same time is therefore not seen until `chapters index`: proof that nothing was walked."""
+    ws = corpus(workspace, capsys)
+    assert run(ws, capsys, "index")[0] == 0
+    key = project_key(ws, capsys)
+    hand = ws / ".dsh-chapters/s9/chapters/001-x.md"
+    write_doc(hand, title="Quokka by hand", summary="quokka", topics=["quokka"],
+              projectKey=key, sessionId="s9", date="2026-11-06T10:00:00Z")
+    assert run(ws, capsys, "rule", "add", "testing", "Feed the quokka fixtures first.")[0] == 0
+    assert run(ws, capsys, "rule", "approve", "hostA/001")[0] == 0
+    notes = ws / ".dsh-chapters/cache/index-store.written.jsonl"
+    noted = [json.loads(line) for line in notes.read_text().splitlines()]
+    writer, indexed = generations(ws)
+    # One note a section, under its own number: the two sections since the index.
+    assert [n["generation"] for n in noted] == list(range(int(indexed) + 1, int(writer) + 1))
+    assert len(noted) == 2
+    assert any(p.startswith("rules/hostA/001-") for p in noted[0]["paths"])
+    assert noted[1]["paths"] == ["edits/hostA/curation.jsonl"]
+    found = [m["path"] for m in as_json(ws, capsys, "search", "quokka")["matches"]]
+    assert any(p.startswith(".dsh-chapters/rules/hostA/001-") for p in found)
+    assert ".dsh-chapters/s9/chapters/001-x.md" not in found  # nothing was walked
+    assert generations(ws) == (writer, writer) and not notes.exists()
+    assert run(ws, capsys, "index")[0] == 0
+    found = [m["path"] for m in as_json(ws, capsys, "search", "quokka")["matches"]]
+    assert ".dsh-chapters/s9/chapters/001-x.md" in found
 
 
 def test_a_query_trusts_the_generation_and_chapters_index_walks(

@@ -161,3 +161,41 @@ def test_each_writer_section_numbers_itself_in_the_store_log_as_it_starts(tmp_pa
     with lock.hold(5):
         write_atomic(tmp_path / "s1/chapters/002-b.md", b"another\n")
     assert int(read_generation(tmp_path)) > int(written) + 1
+
+
+def test_a_section_tells_what_it_wrote_as_it_ends_under_its_own_number(tmp_path: Path) -> None:
+    """The index is told where documents are written: each outermost section that wrote
+    hears its own store paths (relative, sorted, once) while the lock is still held."""
+    store = tmp_path / ".dsh-chapters"
+    told: list[tuple[str, list[str], bool]] = []
+    lock = FileWriterLock(store, stale_seconds=60, on_written=lambda paths: told.append(
+        (read_generation(store), paths, lock.state().held)))
+    with lock.hold(1.0):
+        write_atomic(store / "s1/chapters/002-b.md", b"b")
+        with lock.hold(1.0):  # nested: one section, one report
+            write_atomic(store / "s1/chapters/001-a.md", b"a")
+        write_atomic(store / "s1/chapters/001-a.md", b"a again")
+        write_atomic(tmp_path / "outside.txt", b"not the store's")
+    first = read_generation(store)
+    assert told == [(first, ["s1/chapters/001-a.md", "s1/chapters/002-b.md"], True)]
+    with lock.hold(1.0):
+        pass  # wrote nothing: no report, and its number is taken back
+    assert len(told) == 1 and read_generation(store) == first
+    write_atomic(store / "s1/chapters/003-c.md", b"c")  # outside any section: not recorded
+    with lock.hold(1.0):
+        write_atomic(store / "edits/h/curation.jsonl", b"{}\n")
+    assert told[1][1] == ["edits/h/curation.jsonl"] and int(told[1][0]) == int(first) + 1
+
+
+def test_a_failed_report_never_keeps_the_lock(tmp_path: Path) -> None:
+    store = tmp_path / ".dsh-chapters"
+
+    def refuse(paths: list[str]) -> None:
+        raise OSError(28, "No space left on device")
+
+    lock = FileWriterLock(store, stale_seconds=60, on_written=refuse)
+    with lock.hold(1.0):
+        write_atomic(store / "s1/chapters/001-a.md", b"a")
+    assert not lock.state().held
+    with lock.hold(1.0):  # taken again at once
+        pass

@@ -19,6 +19,7 @@ import itertools
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 TEMP_SUFFIX = ".tmp"
@@ -36,6 +37,26 @@ _write_numbers = itertools.count(1)
 _started = [0]  # write_atomic calls begun in this process (the writer lock reads it)
 # threading.Lock is this; the threading module itself (a millisecond to import) is not needed.
 _started_guard = _thread.allocate_lock()
+
+
+# The paths written while a writer section is open, one list a section (lock.py): what the
+# section tells the index it wrote. Only open sections record, so a long-running process
+# that writes outside the lock keeps nothing.
+_recorders: list[list[str]] = []
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[str]]:
+    """The paths `write_atomic` completes while this is open, in the order written."""
+    paths: list[str] = []
+    _recorders.append(paths)
+    try:
+        yield paths
+    finally:
+        for at, recorder in enumerate(_recorders):
+            if recorder is paths:  # by identity: two empty lists are equal
+                del _recorders[at]
+                break
 
 
 def writes_started() -> int:
@@ -118,6 +139,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool 
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+    for recorder in _recorders:
+        recorder.append(str(path))
     _trace("done", number, path)
 
 

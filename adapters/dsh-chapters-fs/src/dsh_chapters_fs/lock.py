@@ -10,10 +10,11 @@ of dead writers from the store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from dsh_chapters_core.ports.store import LockState
 from dsh_chapters_fs.atomic import (
     make_dirs,
     pid_alive,
+    recording,
     sweep_temp_files,
     write_atomic,
     writes_started,
@@ -103,8 +105,13 @@ class Holder:
 class FileWriterLock:
     """Satisfies ports.store.WriterLock. One instance per workspace store."""
 
-    def __init__(self, store_root: str | os.PathLike[str], *, stale_seconds: float) -> None:
+    def __init__(self, store_root: str | os.PathLike[str], *, stale_seconds: float,
+                 on_written: Callable[[list[str]], object] | None = None) -> None:
+        """`on_written` hears, at the end of each section that wrote, the store paths it wrote
+        (relative, sorted), while the lock is still held: the section's own generation is the
+        store's last, so what it tells the index is filed under the right number."""
         self.state_dir = Path(store_root) / "state"
+        self.on_written = on_written
         self.path = self.state_dir / LOCK_NAME
         self.holder_path = self.state_dir / HOLDER_NAME
         self.released_path = self.state_dir / RELEASED_NAME
@@ -139,6 +146,18 @@ class FileWriterLock:
             return True
         probe.release()
         return False
+
+    def _tell_written(self, written: list[str]) -> None:
+        if self.on_written is None:
+            return
+        root = str(self.state_dir.parent)
+        inside = sorted({os.path.relpath(p, root).replace(os.sep, "/") for p in written
+                         if p.startswith(root + os.sep)})
+        if not inside:
+            return
+        # Untold, this section's number stays uncovered, and the next query walks instead.
+        with contextlib.suppress(OSError, ChaptersError):
+            self.on_written(inside)
 
     def _append_writer_line(self, generation: int) -> tuple[int, int]:
         """Append this section's `writer` line (one O_APPEND write, so concurrent log lines
@@ -223,6 +242,7 @@ class FileWriterLock:
         holder_written = False
         log_sizes: tuple[int, int] | None = None
         writes_before = 0
+        written: list[str] = []
         try:
             previous = self._read_holder()
             # What a killed writer left half-written is garbage now: sweep it (§1 invariant 3).
@@ -247,13 +267,17 @@ class FileWriterLock:
             writes_before = writes_started()
             self._lock = lock
             self._depth = 1
-            yield
+            with recording() as written:
+                yield
         finally:
             self._lock = None
             self._depth = 0
+            wrote = holder_written and writes_started() != writes_before
             try:
                 self.holder_path.unlink(missing_ok=True)
-                if holder_written and log_sizes and writes_started() == writes_before:
+                if wrote and written:
+                    self._tell_written(written)
+                if holder_written and log_sizes and not wrote:
                     # A section that wrote nothing leaves the store as it found it, byte for
                     # byte (a re-run of an archive writes nothing at all): its `writer` line is
                     # taken back. A reader that saw its number only walks once more.

@@ -109,7 +109,16 @@ def bootstrap(
     # §2.3: a configured projectKey wins, then the git remote, then the path (flagged).
     identity = derive_project_key(remote=project_remote(workspace), path=str(workspace),
                                   override=config.project_key, namespaces=KEY_NAMESPACES)
-    return App(
+
+    def tell_index(paths: list[str]) -> None:
+        # Each writer section notes what it wrote as it ends, under its own generation, so the
+        # next query reads those files and walks nothing (search.md, "The freshness rule").
+        # Imported on a write only: a search never writes a note.
+        from dsh_chapters.services.search import index_written
+
+        index_written(app, paths)
+
+    app = App(
         workspace=workspace,
         store_root=store_root,
         dsh_home=dsh_home,
@@ -119,7 +128,7 @@ def bootstrap(
         identity=identity,
         store=store if store is not None else FsChapterStore(store_root),
         lock=lock if lock is not None else FileWriterLock(
-            store_root, stale_seconds=config.lock_stale_seconds),
+            store_root, stale_seconds=config.lock_stale_seconds, on_written=tell_index),
         clock=clock if clock is not None else SystemClock(),
         credentials=credentials if credentials is not None else FileCredentialStore(dsh_home),
         harnesses=harnesses if harnesses is not None else LazyPlugins(load_harness_readers),
@@ -132,6 +141,7 @@ def bootstrap(
         provider_loader=(load_provider_factories if provider_factories is None
                          else lambda: provider_factories),
     )
+    return app
 
 
 # ---------------------------------------------------------------------------------------------

@@ -607,14 +607,17 @@ class SearchService:
         return report
 
     def note_written(self, door: SearchDoor, changed: Iterable[str]) -> None:
-        """Where documents are written: the writer that just wrote `changed` notes them under
-        its generation, one appended line (O(1), so archiving stays O(new turns)). The next
-        query reads exactly these instead of walking the door."""
+        """Where documents are written: a writer section that just wrote `changed` notes them
+        under its generation, one appended line (O(1), so archiving stays O(new turns)). The
+        next query reads exactly these instead of walking the door. Paths that are not
+        documents (a facts file, the enrichment queue) are noted too: the section is then
+        covered, and the query re-reads the curation facts as every update does."""
         generation = self._generation()
         if door.state is None or not door.notes_path or not generation.isdigit():
             return
-        if not self._index_generation(door):
-            return  # no index yet: the first query builds it whole, notes or not
+        indexed = self._index_generation(door)
+        if not indexed or indexed == generation:
+            return  # no index yet (the first query builds it whole), or current at this number
         line = json.dumps({"generation": int(generation), "paths": sorted(set(changed))},
                           sort_keys=True, separators=(",", ":")) + "\n"
         # Read and rewritten whole: the file holds only the notes no query consumed yet. A

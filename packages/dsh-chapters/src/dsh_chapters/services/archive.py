@@ -16,7 +16,7 @@ from dsh_chapters_core.events import Transcript
 from dsh_chapters_core.ports.harness import HarnessReader
 
 from dsh_chapters.app import App
-from dsh_chapters.services import enrich, pool, search
+from dsh_chapters.services import enrich, pool
 from dsh_chapters.services.transcripts import read_guarded
 
 AUTO = "auto"
@@ -86,7 +86,6 @@ def after_archive(app: App, report: ArchiveReport) -> None:
                   turnsArchived=report.turns_archived, chapters=[c.path for c in report.chapters],
                   artifactsWritten=report.artifacts_written, watermark=report.watermark_after)
     enrich.note_archived(app, [c.path for c in report.chapters])
-    search.index_written(app, [c.path for c in report.chapters])
 
 
 def sync_point(app: App) -> pool.SyncPointOutcome:

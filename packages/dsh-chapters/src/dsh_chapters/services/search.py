@@ -105,9 +105,10 @@ def search_answer(app: App, request: SearchRequest, *,
 
 
 def index_written(app: App, paths: list[str]) -> None:
-    """Keep the store door's index current where chapters are written (search.md "The
-    freshness rule"): the writer notes what it wrote, in O(1), and the next query reads
-    exactly those chapters instead of walking the store."""
+    """Keep the store door's index current where documents are written (search.md "The
+    freshness rule"): each writer section notes what it wrote, in O(1), as it ends (the
+    composition root hands this to the writer lock), and the next query reads exactly those
+    files instead of walking the store."""
     if not paths:
         return
     service = app.open_search()
