@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.search.index import DoorLayout
-from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest, SearchService
+from dsh_chapters_core.search.service import (
+    NOTES_MAX_BYTES,
+    DoorName,
+    SearchDoor,
+    SearchRequest,
+    SearchService,
+)
 from dsh_chapters_core.testing.fakes_search import (
     CoreFrontmatterReader,
     MemoryDerivedTree,
@@ -101,6 +107,39 @@ def test_noted_writes_are_read_without_a_walk_and_a_gap_walks() -> None:
     svc.bring_current(door)
     assert CountingTree.walks > walks
     assert svc.search(SearchRequest(query="retry")).total == 3
+
+
+def test_notes_past_their_cap_are_dropped_and_the_next_query_walks() -> None:
+    """Writers with no query between them (a live archive left running) never rewrite an
+    ever-growing notes file: past NOTES_MAX_BYTES the notes go, and the query walks once."""
+    generation = ["1"]
+    tree = CountingTree()
+    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
+                      reader=CoreFrontmatterReader(), cache=MemorySearchCache(), state=tree,
+                      state_path="cache/index-store.tokens.json",
+                      generation_path="cache/index-store.generation",
+                      notes_path="cache/index-store.written.jsonl")
+    svc = SearchService(doors=[door], config=DEFAULTS, generation=lambda: generation[0])
+    svc.refresh(door)
+    svc.note_written(door, ["s0/chapters/001-x.md"])  # current at this number: not noted
+    assert not tree.exists(door.notes_path)
+    long_name = "x" * 2000
+    n, size = 1, 0
+    while True:
+        n += 1
+        generation[0] = str(n)
+        path = chapter_path("s1", n, long_name)
+        tree.write(path, document_text(title=f"retry {n}", date="2026-09-02", body="retry\n"))
+        svc.note_written(door, [path])
+        if not tree.exists(door.notes_path):
+            break
+        size = len(tree.read(door.notes_path))
+        assert size <= NOTES_MAX_BYTES
+    assert size + len(long_name) > NOTES_MAX_BYTES  # dropped only once the next would not fit
+    walks = CountingTree.walks
+    svc.bring_current(door)
+    assert CountingTree.walks > walks
+    assert svc.search(SearchRequest(query="retry", max_tokens=4000)).total == n - 1
 
 
 def test_a_whole_door_reports_its_progress_to_the_end() -> None:

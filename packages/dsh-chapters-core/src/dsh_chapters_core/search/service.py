@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from dsh_chapters_core.search.index import IndexUpdate
 
 STATUS_PATH = "cache/search-status.json"  # machine-local, under the store root
+NOTES_MAX_BYTES = 256 * 1024  # the notes no query has read yet, at most (then it walks)
 
 
 class DoorName(enum.StrEnum):
@@ -624,6 +625,12 @@ class SearchService:
         # note lost to a concurrent query leaves its generation uncovered, and that query's
         # successor walks (never a wrong answer).
         before = door.state.read(door.notes_path) if door.state.exists(door.notes_path) else b""
+        if len(before) + len(line) > NOTES_MAX_BYTES:
+            # Hours of writers and no query (a live archive left running): rewriting the
+            # notes would cost more each time. Dropped, they leave their numbers uncovered,
+            # and the next query walks once instead.
+            door.state.remove(door.notes_path)
+            return
         door.state.write(door.notes_path, before + line.encode("utf-8"))
 
     def _noted_since(self, door: SearchDoor, indexed: str, generation: str) -> list[str] | None:
