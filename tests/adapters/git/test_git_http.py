@@ -171,7 +171,9 @@ def test_a_missing_repository_is_not_found(
     ("status", "code"),
     [
         (403, FailureCode.AUTH),
-        (500, FailureCode.REFUSED),
+        (418, FailureCode.REFUSED),
+        (500, FailureCode.NETWORK),
+        (501, FailureCode.REFUSED),
         (503, FailureCode.NETWORK),
         (504, FailureCode.TIMEOUT),
     ],

@@ -105,6 +105,10 @@ def _http_status(verb: str, status: int) -> TransportError:
         return failure(verb, FailureCode.TIMEOUT, f"HTTP {status}")
     if status in (502, 503):
         return failure(verb, FailureCode.NETWORK, f"HTTP {status}: the pool is unavailable")
+    if 500 <= status < 600 and status not in (501, 505):
+        # The server failed this request, not our link: retried by the next sync, as
+        # TreeDX's 5xx are. 501 and 505 say it will never do what we ask: a refusal.
+        return failure(verb, FailureCode.NETWORK, f"HTTP {status}: the pool's server failed")
     return failure(verb, FailureCode.REFUSED, f"HTTP {status}")
 
 
