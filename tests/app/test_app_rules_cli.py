@@ -260,3 +260,32 @@ def test_a_writer_that_touches_no_rule_keeps_the_resolved_core_rules(
     assert resolved == [1, 1]
     # The approval is bound to the bytes approved: the edited rule is no longer core.
     assert _core_cache(workspace)["ids"] == ["hostA/001"]
+
+
+def test_a_store_with_no_known_generation_parses_its_rules_only_when_they_change(
+        workspace: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No writer line in reach of the log's tail makes the generation unknown (""). The kept
+    core rules then stand on the rule inputs alone: searches parse no rule until a rule file
+    or the facts change, and the cache is not rewritten by a search that changed nothing."""
+    import dsh_chapters.services.rules as rules_service
+
+    assert _run(workspace, capsys, "rule", "add", "testing", "Pin the quokka fixtures.")[0] == 0
+    assert _run(workspace, capsys, "rule", "approve", "hostA/001")[0] == 0
+    _chapter(workspace, 1, "Quokka")
+    (workspace / ".dsh-chapters/logs/chapters.log").write_text("")  # no writer line left
+    resolved: list[int] = []
+    real = rules_service.rules_here
+    monkeypatch.setattr(rules_service, "rules_here",
+                        lambda app: resolved.append(1) or real(app))
+    assert _run(workspace, capsys, "search", "quokka")[0] == 0
+    kept = workspace / ".dsh-chapters/cache/core-rules.json"
+    assert _core_cache(workspace)["generation"] == "" and resolved == [1]
+    written = kept.stat().st_mtime_ns
+    for _ in range(2):
+        assert _run(workspace, capsys, "search", "quokka")[0] == 0
+    assert resolved == [1] and kept.stat().st_mtime_ns == written
+
+    rule_file = next((workspace / ".dsh-chapters/rules/hostA").glob("001-*.md"))
+    rule_file.write_text(rule_file.read_text() + "edited by hand\n")
+    assert _run(workspace, capsys, "search", "quokka")[0] == 0
+    assert resolved == [1, 1] and _core_cache(workspace)["ids"] == []

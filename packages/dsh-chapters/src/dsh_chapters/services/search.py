@@ -43,17 +43,20 @@ def core_rule_ids_at(app: App, generation: str,
     machine's own facts file). After a writer that touched none of them, such as an archive,
     the kept ids are carried to the new generation instead of parsing every rule again (the
     100k bench corpus's 1,000 rules took 1.4 s to parse, on the first search after each
-    archive)."""
+    archive).
+
+    An unknown generation ("": no writer line within the log's tail) only skips the first
+    check: the kept ids still hold while the rule inputs are unchanged, so such a store does
+    not parse every rule on every search."""
     tree = app.store_tree
     kept: dict[str, object] = {}
-    if generation:
-        try:
-            loaded = json.loads(tree.read(CORE_RULES_CACHE))
-            if isinstance(loaded, dict) and loaded.get("harness") == app.harness_id:
-                kept = loaded
-        except (OSError, ValueError, ChaptersError):
-            pass  # missing or damaged: derived, so resolved again below
-    ids = _kept_ids(kept) if kept.get("generation") == generation else None
+    try:
+        loaded = json.loads(tree.read(CORE_RULES_CACHE))
+        if isinstance(loaded, dict) and loaded.get("harness") == app.harness_id:
+            kept = loaded
+    except (OSError, ValueError, ChaptersError):
+        pass  # missing or damaged: derived, so resolved again below
+    ids = _kept_ids(kept) if generation and kept.get("generation") == generation else None
     if ids is not None:
         return ids
     token = inputs() if inputs is not None else ""
@@ -65,10 +68,10 @@ def core_rule_ids_at(app: App, generation: str,
         from dsh_chapters.services.rules import rules_here
 
         ids = core_rule_ids(rules_here(app))
-    if generation:
-        tree.write(CORE_RULES_CACHE, json.dumps(
-            {"generation": generation, "harness": app.harness_id, "ids": sorted(ids),
-             "inputs": token}, sort_keys=True).encode("utf-8"))
+    fresh = {"generation": generation, "harness": app.harness_id, "ids": sorted(ids),
+             "inputs": token}
+    if (token or generation) and fresh != kept:  # a search on an unchanged store writes none
+        tree.write(CORE_RULES_CACHE, json.dumps(fresh, sort_keys=True).encode("utf-8"))
     return ids
 
 
