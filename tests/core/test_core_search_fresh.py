@@ -4,6 +4,8 @@ answer (order, scores, anchors) equals the plain full scan of the same files."""
 
 from __future__ import annotations
 
+import json
+
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.search.index import DoorLayout
 from dsh_chapters_core.search.service import (
@@ -156,3 +158,70 @@ def test_a_whole_door_reports_its_progress_to_the_end() -> None:
     reads = [(d, t) for p, d, t in heard if p == "read"]
     assert reads[0] == (0, 600) and reads[-1] == (600, 600)
     assert [d for d, _ in reads] == sorted(d for d, _ in reads)
+
+
+TOKENS = "cache/index-store.tokens.json"
+JOURNAL = "cache/index-store.tokens.journal.jsonl"
+
+
+def _tokens_on_disk(tree: MemoryDerivedTree) -> dict[str, str]:
+    """The tokens file with its journal applied, read as a reader outside the service would."""
+    tokens = json.loads(tree.files[TOKENS])
+    for line in tree.files.get(JOURNAL, b"").splitlines():
+        for path, token in json.loads(line).items():
+            if token is None:
+                tokens.pop(path, None)
+            else:
+                tokens[path] = token
+    return tokens
+
+
+def test_a_small_update_journals_its_tokens_and_a_big_one_writes_them_whole() -> None:
+    """The change tokens of an update that touched a few files are appended to a journal,
+    never the whole tokens file; past the journal's cap (and on a rebuild) the file is
+    written whole and the journal dropped. A torn journal line costs a re-read, never an
+    answer."""
+    tree = MemoryDerivedTree()
+    service = svc(tree, MemorySearchCache())
+
+    def write(n: int, word: str) -> str:
+        path = chapter_path(f"s{n % 3}", n, "x")
+        tree.write(path, document_text(title=f"chapter {n}", topics=["retry"], project_key=PK,
+                                       date="2026-09-01", body=f"{word} loop\n"))
+        return path
+
+    for n in range(1, 30):
+        write(n, "alembic")
+    service.refresh(service.store)
+    base = tree.files[TOKENS]
+    assert JOURNAL not in tree.files
+    report = service.refresh(service.store, changed=[write(30, "vault"), write(2, "vault")])
+    assert tree.files[TOKENS] == base and len(tree.files[JOURNAL].splitlines()) == 1
+    assert _tokens_on_disk(tree) == report.update.fingerprints
+    tree.remove(chapter_path("s1", 1, "x"))
+    report = service.refresh(service.store, changed=[chapter_path("s1", 1, "x")])
+    assert chapter_path("s1", 1, "x") not in _tokens_on_disk(tree)
+    assert _tokens_on_disk(tree) == report.update.fingerprints
+    assert service.search(SearchRequest(query="vault", project_key=PK)).total == 2
+
+    # A crash mid-append leaves a torn last line: it is skipped, and the files whose tokens it
+    # held are read again and found unchanged by their hash.
+    tree.write(JOURNAL, tree.files[JOURNAL] + b'{"s0/chap')
+    write(4, "vault")
+    report = service.refresh(service.store, changed=[chapter_path("s1", 4, "x")])
+    assert report.update.changed == (chapter_path("s1", 4, "x"),)
+    assert b'{"s0/chap' not in tree.files[JOURNAL]  # the torn line is not carried on
+    assert _tokens_on_disk(tree) == report.update.fingerprints
+    assert service.search(SearchRequest(query="vault", project_key=PK)).total == 3
+    assert answers(service) == answers(svc(tree, None))
+
+    rounds = 0
+    while JOURNAL in tree.files:  # each update's line is small: the cap takes many of them
+        rounds += 1
+        write(100 + rounds, "cors")
+        service.refresh(service.store, changed=[chapter_path(f"s{(100 + rounds) % 3}",
+                                                             100 + rounds, "x")])
+    assert rounds > 10 and len(tree.files[TOKENS]) > len(base)
+    assert json.loads(tree.files[TOKENS]) == _tokens_on_disk(tree)
+    service.refresh(service.store, rebuild=True)
+    assert JOURNAL not in tree.files

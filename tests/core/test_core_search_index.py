@@ -242,7 +242,7 @@ def whole_body(manifest: IndexManifest) -> str:
     parts = [f'"curation": {json.dumps(manifest.curation)},',
              f'"documents": {manifest.documents},',
              f'"edits": {json.dumps(dict(manifest.edits), sort_keys=True)},',
-             '"inputs": {', ",\n".join(manifest.lines), "},", '"shards": {',
+             '"inputs": {', manifest.inputs_text.decode("utf-8"), "},", '"shards": {',
              ",\n".join(f"{json.dumps(p, ensure_ascii=False)}: {json.dumps(s)}"
                         for p, s in sorted(manifest.shards.items())),
              "},", f'"version": {MANIFEST_VERSION}']
@@ -313,3 +313,66 @@ def test_a_patched_shard_is_the_shard_rendered_from_its_rows(
     rows.update((r.path, r) for r in added)
     patched = patch_shard("retry", render_shard("retry", before), drop, added)
     assert patched == (render_shard("retry", rows.values()) if rows else None)
+
+
+_manifest_path = st.builds(lambda s, n, name: f"s{s}/chapters/{n:03d}-{name}.md",
+                           st.integers(0, 3), st.integers(0, 30),
+                           st.text(st.sampled_from("aé\"\\: ,}"), min_size=1, max_size=4))
+
+
+def _manifest_record(path: str, version: int) -> IndexRecord:
+    kind = "" if version % 5 == 4 else "chapter"  # now and then a file that did not parse
+    return IndexRecord(path, f"{version:064x}", kind, f"Title, {version}: \"é\"",
+                       "2026-09-17T10:00:00Z", "p1", ("auth",) if version % 2 else ())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_manifest_path, st.integers(0, 99), max_size=14),
+       st.dictionaries(_manifest_path, st.one_of(st.none(), st.integers(0, 99)), max_size=8))
+def test_a_patched_manifest_is_the_manifest_made_from_its_records(
+        before: dict[str, int], changes: dict[str, int | None]) -> None:
+    """The delta path splices the manifest's bytes by binary search; it must equal the
+    manifest made from the resulting records, byte for byte, and `find` must agree with a
+    sorted list (paths with quotes, commas, colons and braces included)."""
+    records = {p: _manifest_record(p, v) for p, v in before.items()}
+    prior = IndexManifest.of(dict(records), edits=(), shards={"index/auth.md": "a" * 64},
+                             curation="c" * 64)
+    ordered = sorted(records)
+    for path in sorted({*records, *changes}):
+        at, found = prior.find(path)
+        assert found == records.get(path)
+        # `at` is where the line starts: the bytes before it hold exactly the smaller paths
+        at_end = at == len(prior.inputs_text) and at > 0  # no separator after the last line
+        assert prior.inputs_text[:at].count(b"\n") + at_end == sum(
+            1 for p in ordered if p < path)
+        if found is not None:
+            assert prior.record_at(at) == found
+    after = dict(records)
+    for path, version in changes.items():
+        if version is None:
+            after.pop(path, None)
+        else:
+            after[path] = _manifest_record(path, version)
+    documents = sum(1 for r in after.values() if not r.skipped)
+    patched = prior.patched({p: None if v is None else _manifest_record(p, v)
+                             for p, v in changes.items()},
+                            edits=(), shards={"index/auth.md": "a" * 64}, documents=documents)
+    made = IndexManifest.of(dict(after), edits=(), shards={"index/auth.md": "a" * 64},
+                            curation="c" * 64)
+    assert patched.dump() == made.dump() and patched.key == made.key
+    assert patched.count == len(after)
+    assert [(at, r) for at, r in patched.located_records()] == [
+        (patched.find(p)[0], after[p]) for p in sorted(after)]
+    tree = MemoryDerivedTree()
+    tree.write_chunks(MANIFEST_PATH, patched.dump_chunks())
+    assert load_manifest(tree) == patched == load_manifest(tree, trusted=True)
+
+
+def test_a_manifest_whose_bytes_disagree_with_its_key_is_not_loaded_unless_trusted() -> None:
+    records = {"s0/chapters/001-a.md": _manifest_record("s0/chapters/001-a.md", 1)}
+    manifest = IndexManifest.of(records, edits=(), shards={}, curation="")
+    tree = MemoryDerivedTree()
+    tree.write(MANIFEST_PATH, manifest.dump().replace(b"Title, 1", b"Title, 2"))
+    assert load_manifest(tree) is None  # hand-edited: the update rebuilds
+    loaded = load_manifest(tree, trusted=True)  # our own write, by its token: not re-hashed
+    assert loaded is not None and loaded.record_at(0).title.startswith("Title, 2")

@@ -74,6 +74,11 @@ if TYPE_CHECKING:
 
 STATUS_PATH = "cache/search-status.json"  # machine-local, under the store root
 NOTES_MAX_BYTES = 256 * 1024  # the notes no query has read yet, at most (then it walks)
+# The change tokens' journal (what the updates since the tokens file was written changed) is
+# kept under this many bytes per token (about an eighth of the tokens file), or 64 KiB for a
+# small store; past it, the tokens file is written whole again and the journal dropped.
+TOKENS_JOURNAL_BYTES_PER_TOKEN = 16
+TOKENS_JOURNAL_MIN_BYTES = 64 * 1024
 
 
 class DoorName(enum.StrEnum):
@@ -512,10 +517,10 @@ class SearchService:
             return
         have = {} if reset else dict(cache.shas())
         wanted: set[str] = set()
-        # Manifest line numbers, not (path, sha) pairs: a rebuild of a big corpus would hold
-        # one of those for every document. The lines are in path order already.
+        # Where the manifest lines start, not (path, sha) pairs: a rebuild of a big corpus
+        # would hold one of those for every document. The lines are in path order already.
         stale: list[int] = []
-        for at, record in enumerate(manifest.records()):
+        for at, record in manifest.located_records():
             if record.skipped:
                 continue
             if have:
@@ -571,7 +576,7 @@ class SearchService:
                               progress=None if told is None else (
                                   lambda done, total: told("read", done, total)))
         if door.state is not None and door.state_path and update.fingerprints != tokens:
-            door.state.write_chunks(door.state_path, fingerprint_chunks(update.fingerprints))
+            self._save_tokens(door, tokens, update.fingerprints, whole=rebuild)
         self._patch_cache(door, update.manifest, update.curation, update.loaded, reset=rebuild,
                           delta=update)
         self._record_generation(door, generation)
@@ -693,6 +698,7 @@ class SearchService:
         return RefreshReport(door.name, again.update, candidates, facts)
 
     def _load_tokens(self, door: SearchDoor) -> dict[str, str]:
+        """The change tokens: the tokens file, then its journal's lines applied in order."""
         if door.state is None or not door.state_path or not door.state.exists(door.state_path):
             return {}
         try:
@@ -701,10 +707,43 @@ class SearchService:
             return {}
         if not isinstance(data, dict):
             return {}
-        # JSON keys are strings already; checked, not copied (100k tokens at 100k chapters).
-        if all(type(v) is str for v in data.values()):
-            return data
-        return {str(k): str(v) for k, v in data.items()}
+        # Used as parsed, not checked value by value (100k tokens at 100k chapters): a value
+        # that is not a string never equals a token, so its file is only read again.
+        journal = _journal_path(door.state_path)
+        if door.state.exists(journal):
+            for line in door.state.read(journal).splitlines():
+                try:
+                    changed = json.loads(line)
+                except ValueError:
+                    continue  # cut short by a crash: the tokens it held are only hints
+                for path, token in changed.items() if isinstance(changed, dict) else ():
+                    if token is None:
+                        data.pop(path, None)
+                    else:
+                        data[str(path)] = str(token)
+        return data
+
+    def _save_tokens(self, door: SearchDoor, before: Mapping[str, str],
+                     after: Mapping[str, str], *, whole: bool) -> None:
+        """Record `after`. An update that changed a few tokens appends them to the journal
+        (O(delta): at 100k chapters the tokens file is 13 MB); the file is written whole on a
+        rebuild, or once the journal outgrows its share of it. A token lost with a torn
+        journal line is only a hint: its file is read again and found unchanged by its hash."""
+        assert door.state is not None
+        state, path, journal = door.state, door.state_path, _journal_path(door.state_path)
+        if not whole and before and state.exists(path):
+            # Set operations on the views: one C pass each, not a Python loop over 100k tokens.
+            changed: dict[str, str | None] = dict(after.items() - before.items())
+            changed.update(dict.fromkeys(before.keys() - after.keys()))
+            line = json.dumps(changed, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            kept = state.read(journal) if state.exists(journal) else b""
+            kept = kept[:kept.rfind(b"\n") + 1]  # a line torn by a crash is not carried on
+            cap = max(TOKENS_JOURNAL_MIN_BYTES, len(before) * TOKENS_JOURNAL_BYTES_PER_TOKEN)
+            if len(kept) + len(line) < cap:
+                state.write(journal, kept + line + b"\n")
+                return
+        state.write_chunks(path, fingerprint_chunks(after))
+        state.remove(journal)
 
     def _save_status(self, door: SearchDoor, report: RefreshReport) -> None:
         store = self.door(DoorName.STORE)
@@ -808,3 +847,9 @@ def load_entries(door: SearchDoor, paths: Iterable[str], curation: Curation) -> 
 def scan_entries(door: SearchDoor, curation: Curation) -> Iterator[SearchEntry]:
     """The plain full scan: every document of the door, read and parsed now (no index, no cache)."""
     yield from load_entries(door, list_documents(door.tree, door.layout), curation)
+
+
+def _journal_path(tokens_path: str) -> str:
+    """Where the journal of the tokens file `cache/<door>.tokens.json` is kept."""
+    return tokens_path.removesuffix(".json") + ".journal.jsonl"
+

@@ -85,7 +85,11 @@ def update_index(
     tokens from another build) falls back to the full derivation from the manifest.
     """
     curation = read_curation(tree)
-    prior = None if rebuild else load_manifest(tree)
+    # The manifest our last update wrote, unchanged since (its token says so), is not hashed
+    # again to check its key: at a hundred thousand inputs that is a 43 MB pass per update.
+    token = tree.fingerprint(MANIFEST_PATH)
+    ours = bool(token) and fingerprints is not None and fingerprints.get(MANIFEST_PATH) == token
+    prior = None if rebuild else load_manifest(tree, trusted=ours)
     if prior is not None and prior.curation == curation.key and fingerprints:
         delta = _update_delta(tree, layout, reader, prior, curation, dict(fingerprints),
                               None if changed is None else list(changed))
@@ -147,7 +151,7 @@ def _update_delta(
     if changed is None:
         listed = scan_documents(tree, layout)
         known = [p for p in tokens if not p.startswith(NOT_INPUT_TOKENS)]
-        if len(known) != len(prior.lines):
+        if len(known) != prior.count:
             return None  # these tokens are not from the build that wrote this manifest
         removed = sorted(p for p in known if p not in listed)
         candidates = {p: t for p, t in listed.items() if tokens.get(p) != t}
