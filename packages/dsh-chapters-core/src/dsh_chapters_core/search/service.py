@@ -576,7 +576,7 @@ class SearchService:
                               progress=None if told is None else (
                                   lambda done, total: told("read", done, total)))
         if door.state is not None and door.state_path and update.fingerprints != tokens:
-            self._save_tokens(door, tokens, update.fingerprints, whole=rebuild)
+            self._save_tokens(door, tokens, update, whole=rebuild)
         self._patch_cache(door, update.manifest, update.curation, update.loaded, reset=rebuild,
                           delta=update)
         self._record_generation(door, generation)
@@ -723,18 +723,22 @@ class SearchService:
                         data[str(path)] = str(token)
         return data
 
-    def _save_tokens(self, door: SearchDoor, before: Mapping[str, str],
-                     after: Mapping[str, str], *, whole: bool) -> None:
+    def _save_tokens(self, door: SearchDoor, before: Mapping[str, str], update: IndexUpdate,
+                     *, whole: bool) -> None:
         """Record `after`. An update that changed a few tokens appends them to the journal
         (O(delta): at 100k chapters the tokens file is 13 MB); the file is written whole on a
         rebuild, or once the journal outgrows its share of it. A token lost with a torn
         journal line is only a hint: its file is read again and found unchanged by its hash."""
         assert door.state is not None
         state, path, journal = door.state, door.state_path, _journal_path(door.state_path)
+        after = update.fingerprints
         if not whole and before and state.exists(path):
-            # Set operations on the views: one C pass each, not a Python loop over 100k tokens.
-            changed: dict[str, str | None] = dict(after.items() - before.items())
-            changed.update(dict.fromkeys(before.keys() - after.keys()))
+            changed: dict[str, str | None]
+            if update.touched is not None:  # the update kept count: no pass over every token
+                changed = {p: after.get(p) for p in update.touched if before.get(p) != after.get(p)}
+            else:  # set operations on the views: one C pass each, not a Python loop
+                changed = dict(after.items() - before.items())
+                changed.update(dict.fromkeys(before.keys() - after.keys()))
             line = json.dumps(changed, sort_keys=True, separators=(",", ":")).encode("utf-8")
             kept = state.read(journal) if state.exists(journal) else b""
             kept = kept[:kept.rfind(b"\n") + 1]  # a line torn by a crash is not carried on

@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.ports.search import DerivedTree, DocumentReader
@@ -57,6 +58,9 @@ class IndexUpdate:
     loaded_all: bool = True  # False when some were read but not kept (KEEP_LOADED)
     prior_key: str = ""  # the manifest key before this update ("" on a rebuild)
     fingerprints: Mapping[str, str] = field(default_factory=dict)
+    # The paths whose token this update set or dropped, when it kept count (the delta path);
+    # None: compare `fingerprints` with the tokens it was given.
+    touched: frozenset[str] | None = None
 
     @property
     def shard_count(self) -> int:
@@ -91,11 +95,28 @@ def update_index(
     ours = bool(token) and fingerprints is not None and fingerprints.get(MANIFEST_PATH) == token
     prior = None if rebuild else load_manifest(tree, trusted=ours)
     if prior is not None and prior.curation == curation.key and fingerprints:
-        delta = _update_delta(tree, layout, reader, prior, curation, dict(fingerprints),
+        delta = _update_delta(tree, layout, reader, prior, curation, _Tokens(fingerprints),
                               None if changed is None else list(changed))
         if delta is not None:
             return delta
     return _update_full(tree, layout, reader, prior, curation, fingerprints, changed, progress)
+
+
+class _Tokens(dict[str, str]):
+    """The change tokens a delta update works on, remembering every path it set or dropped:
+    the caller records those alone (`IndexUpdate.touched`) instead of comparing 100k tokens."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        super().__init__(tokens)
+        self.touched: set[str] = set()
+
+    def __setitem__(self, path: str, token: str) -> None:
+        self.touched.add(path)
+        super().__setitem__(path, token)
+
+    def pop(self, path: str, default: Any = None) -> Any:
+        self.touched.add(path)
+        return super().pop(path, default)
 
 
 @dataclass
@@ -357,6 +378,7 @@ def _finish(tree: DerivedTree, prior: IndexManifest | None, manifest: IndexManif
         loaded_all=not reads.dropped,
         prior_key=prior.key if prior is not None else "",
         fingerprints=tokens,
+        touched=frozenset(tokens.touched) if isinstance(tokens, _Tokens) else None,
     )
 
 
