@@ -419,18 +419,51 @@ def patch_shard(topic: str, shard: bytes, drop: Iterable[str],
     its digest) without the paths in `drop` and with `add`; None when no row is left.
 
     A kept row stays text: the few rows dropped or added are found by binary search on the
-    path order, and only the recency hints are made again, so a topic held by half the corpus
-    is patched without parsing its lines into records."""
-    heads = [line.rpartition(" | ")[0]
-             for line in shard.decode("utf-8", errors="replace").splitlines()[1:]]
+    path order, so a topic held by half the corpus is patched without parsing its lines into
+    records. When the shard's newest date stays what it was (another chapter of the same
+    day, the common case), no kept row's recency hint changes and the rows are spliced as
+    they are; otherwise every hint is made again."""
+    text = shard.decode("utf-8", errors="replace")
+    header, _, body = text.partition("\n")
+    rows = body.split("\n")[:-1]  # the shard ends with a newline
+    newest = header.rpartition(" · last-updated: ")[2]
+    newest = "" if newest == "-" else newest
+    dropped_newest = False
     for path in drop:
-        at = bisect.bisect_left(heads, path, key=_head_path)
-        if at < len(heads) and _head_path(heads[at]) == path:
-            del heads[at]
-    for record in add:
-        heads.insert(bisect.bisect_left(heads, record.path, key=_head_path),
-                     _shard_head(record))
-    return _shard_text(topic, heads) if heads else None
+        at = bisect.bisect_left(rows, path, key=_row_path)
+        if at < len(rows) and _row_path(rows[at]) == path:
+            dropped_newest = dropped_newest or (bool(newest) and _row_date(rows[at]) == newest)
+            del rows[at]
+    heads = [_shard_head(record) for record in add]
+    if dropped_newest or _newest([newest, *map(_row_date, heads)]) != newest:
+        kept = [row.rpartition(" | ")[0] for row in rows]
+        for head in heads:
+            kept.insert(bisect.bisect_left(kept, _head_path(head), key=_head_path), head)
+        return _shard_text(topic, kept) if kept else None
+    for head in heads:
+        rows.insert(bisect.bisect_left(rows, _head_path(head), key=_row_path),
+                    f"{head} | {recency_hint(_row_date(head), newest)}")
+    if not rows:
+        return None
+    lines = [f"# topic: {topic} · count: {len(rows)} · last-updated: {newest or '-'}", *rows]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _row_path(row: str) -> str:
+    """The path of a shard line (`date | title | path | (kind) | hint`; a title may hold
+    ` | `, so it is counted from the end)."""
+    return row.rsplit(" | ", 3)[1]
+
+
+def _row_date(row: str) -> str:
+    """The date field of a shard line or of a line before its hint."""
+    return row[:row.find(" | ")]
+
+
+def _newest(dates: Iterable[str]) -> str:
+    """The newest of these date fields, as `_shard_text` picks it; "" when none is a date."""
+    known = [(day, date) for date in dates if date and (day := _day(date)) is not None]
+    return max(known)[1] if known else ""
 
 
 def _shard_head(r: IndexRecord) -> str:
