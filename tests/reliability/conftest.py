@@ -137,8 +137,6 @@ def _render(results: Results, outcome: str) -> str:
         "  pool for real), not as three processes.",
         "- A TreeDX lease taken by a push killed before it heard the answer is not recorded",
         "  anywhere, so `chapters doctor --repair` cannot close it: it ends at its TTL.",
-        "- The git adapter words a truncated answer as `refused`, whose next step (check the",
-        "  pool's URL) does not help; TreeDX calls it `corrupt`.",
         "",
         "## The last run",
         "",

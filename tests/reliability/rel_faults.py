@@ -41,14 +41,14 @@ STALL_S = {"git-http": SYNC_TIMEOUT_MS / 1000 + 3, "treedx": TREEDX_FETCH_TIMEOU
 EXPECTED_CODE: dict[str, dict[str, set[str]]] = {
     "git-http": {"refused": {"network"}, "reset": {"network"}, "401": {"auth"},
                  "403": {"auth"}, "500": {"network"}, "503": {"network"},
-                 "slow": {"timeout"}, "truncated": {"refused"}},
+                 "slow": {"timeout"}, "truncated": {"network"}},
     "treedx": {"refused": {"network"}, "reset": {"network"}, "401": {"auth"},
                "403": {"auth"}, "500": {"network"}, "503": {"timeout"},
                "slow": {"timeout"}, "truncated": {"corrupt"}},
 }
 PUSH_EXPECTED: dict[str, dict[str, set[str]]] = {
     "git-http": {"reset": {"network"}, "401": {"auth"}, "403": {"auth"}, "500": {"network"},
-                 "503": {"network"}, "slow": {"timeout"}, "truncated": {"refused"}},
+                 "503": {"network"}, "slow": {"timeout"}, "truncated": {"network"}},
     "treedx": {"reset": {"network"}, "401": {"auth"}, "403": {"auth"}, "500": {"network"},
                "503": {"ok"}, "slow": {"timeout"}, "truncated": {"corrupt"}},
 }

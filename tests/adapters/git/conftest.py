@@ -233,6 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
                 status = int(value.strip().split()[0])
             elif name:
                 headers[name.strip()] = value.strip()
+        if self.server.cut_bodies and len(payload) > 1:
+            payload = payload[: len(payload) // 2]  # a document that simply ends early
         self._send(status, headers, payload)
 
 
@@ -249,6 +251,7 @@ class GitHttpServer(ThreadingHTTPServer):
         self.log: list[str] = []
         self.requests = 0
         self.force_status: int | None = None  # answer every request with this status
+        self.cut_bodies = False  # send half of each answer, its length saying that is all
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property

@@ -8,7 +8,7 @@ import socket
 import pytest
 import urllib3.exceptions
 from dsh_chapters_core.errors import FailureCode, TransportError
-from dsh_chapters_git.failures import Deadline, HttpStatusError, classify
+from dsh_chapters_git.failures import AnswerCutShort, Deadline, HttpStatusError, classify
 from dulwich.errors import ChecksumMismatch, GitProtocolError, HangupException, NotGitRepository
 
 
@@ -41,6 +41,10 @@ def _refused_connection() -> BaseException:
         (ChecksumMismatch(b"a" * 40, b"b" * 40), FailureCode.CORRUPT),
         (HangupException(), FailureCode.NETWORK),
         (GitProtocolError("auth failed, 401, diverged"), FailureCode.REFUSED),
+        # the same protocol error, raised after the answer's body ran out mid-read
+        (_chained(AnswerCutShort(), GitProtocolError("length mismatch")), FailureCode.NETWORK),
+        (_chained(AnswerCutShort(), ChecksumMismatch(b"a" * 40, b"b" * 40)),
+         FailureCode.NETWORK),
         (PermissionError(errno.EACCES, "denied"), FailureCode.REFUSED),
         (OSError(errno.EIO, "io"), FailureCode.NETWORK),
         (FileNotFoundError(errno.ENOENT, "gone"), FailureCode.NOT_FOUND),

@@ -191,6 +191,28 @@ def test_server_statuses_map_to_codes(
     assert error.code is code and str(status) in error.message
 
 
+def test_an_answer_cut_short_is_a_network_failure_the_next_sync_retries(
+    http_server: GitHttpServer, machines: MakeMachine, git: GitCli, pool_token: str
+) -> None:
+    """A body that simply ends (a proxy or a server dying mid-answer, its length agreeing)
+    is the connection's failure, not a pool that is no git server: `chapters link` would not
+    help, the next sync does."""
+    http_server.create_repo("pool.git", git)
+    m = machines("mach-a", http_server.url("pool.git"), token=pool_token)
+    provider = m.provider()
+    provider.open()
+    provider.stage({"cut.md": b"written while the answers were cut\n"})
+    sha = provider.commit("cut", "mach-a")
+    http_server.cut_bodies = True
+    for action in (provider.pull, provider.push):
+        error = code_of(action)
+        assert error.code is FailureCode.NETWORK, error.message
+        assert "ended before it was whole" in error.message and "next sync" in error.hint
+    http_server.cut_bodies = False
+    result = provider.push()
+    assert result.pushed and result.head == sha
+
+
 def test_a_server_outage_between_syncs_degrades_then_recovers(
     http_server: GitHttpServer, machines: MakeMachine, git: GitCli, pool_token: str
 ) -> None:

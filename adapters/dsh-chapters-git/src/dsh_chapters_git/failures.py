@@ -60,6 +60,11 @@ class HttpStatusError(Exception):
         self.status = status
 
 
+class AnswerCutShort(Exception):
+    """The pool's answer ended before it was whole (its body ran out mid-read): whatever
+    dulwich made of the rest is the connection's failure, retried by the next sync."""
+
+
 class Deadline:
     """The hard budget of one provider call (`syncTimeoutMs`), checked between steps."""
 
@@ -133,6 +138,8 @@ def _classify_link(verb: str, link: BaseException, timeout_ms: int) -> Transport
         return link
     if isinstance(link, HttpStatusError):
         return _http_status(verb, link.status)
+    if isinstance(link, AnswerCutShort):
+        return failure(verb, FailureCode.NETWORK, "the pool's answer ended before it was whole")
     if isinstance(link, HTTPUnauthorized | HTTPProxyUnauthorized):
         return _http_status(verb, 401)
     if isinstance(link, NotGitRepository):

@@ -3,6 +3,9 @@
 - Every request carries what is left of the call's deadline as its total timeout, and
   urllib3 never retries (a retry would silently multiply the budget).
 - A status other than 200 raises `HttpStatusError(status)`, so failures map by status code.
+- A body that ran out before a read got what it asked for is counted (`short_reads`): the
+  smart protocol reads exact pkt-line lengths, so that is an answer cut short, and the error
+  dulwich raises next is reported as such (`upstream.HttpPool`), not as a bad server.
 - The token is handed to dulwich's client in memory as HTTP Basic credentials (password),
   which it attaches only to requests for the pool's own origin. It is never put in a URL, a
   git config file, a credential helper or a message. No helper, askpass or TTY is involved.
@@ -27,6 +30,7 @@ class BudgetedPool:
         self._inner = inner
         self.deadline: Deadline | None = None
         self.requests = 0
+        self.short_reads = 0
 
     @property
     def headers(self) -> Any:
@@ -43,6 +47,15 @@ class BudgetedPool:
             response.drain_conn()
             response.release_conn()
             raise HttpStatusError(status)
+        inner = response.read
+
+        def read(amt: int | None = None, *args: Any, **kwargs: Any) -> bytes:
+            data: bytes = inner(amt, *args, **kwargs)
+            if amt is not None and len(data) < amt:
+                self.short_reads += 1
+            return data
+
+        response.read = read  # type: ignore[method-assign]  # what dulwich reads with
         return response
 
     def clear(self) -> None:

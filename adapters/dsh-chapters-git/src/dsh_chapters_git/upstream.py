@@ -16,17 +16,17 @@ from collections.abc import Set as AbstractSet
 from typing import Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from dsh_chapters_core.errors import FailureCode
+from dsh_chapters_core.errors import FailureCode, TransportError
 from dsh_chapters_core.remote import is_loopback_host
 from dulwich.client import Urllib3HttpGitClient
-from dulwich.errors import NotGitRepository
+from dulwich.errors import HangupException, NotGitRepository
 from dulwich.file import FileLocked
 from dulwich.objects import ObjectID
 from dulwich.pack import UnpackedObject, full_unpacked_object
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from dsh_chapters_git.failures import RELINK_HINT, Deadline, failure
+from dsh_chapters_git.failures import RELINK_HINT, AnswerCutShort, Deadline, failure
 from dsh_chapters_git.history import closure, is_ancestor, known_in
 from dsh_chapters_git.mirror import HEAD, MAIN, Mirror
 from dsh_chapters_git.packs import copy_object_files, copy_pack, write_objects
@@ -324,11 +324,25 @@ class HttpPool:
         self._pool.deadline = deadline
         return self._client, self._pool
 
+    @contextlib.contextmanager
+    def _whole_answers(self, pool: BudgetedPool) -> Iterator[None]:
+        """An error raised after an answer's body ran out mid-read is that answer cut short
+        (a proxy or a server that died mid-answer), whatever dulwich made of the rest."""
+        before = pool.short_reads
+        try:
+            yield
+        except (TransportError, HangupException):
+            raise  # ours already, or a hang-up: worded as such
+        except Exception as exc:
+            if pool.short_reads > before:
+                raise AnswerCutShort() from exc
+            raise
+
     def clone_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
         return self.fetch_into(mirror, deadline)
 
     def fetch_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
-        client, _pool = self._session(deadline)
+        client, pool = self._session(deadline)
         store = mirror.repo.object_store
         seen: dict[str, bytes | None] = {}
 
@@ -337,13 +351,14 @@ class HttpPool:
             seen["head"] = head
             return [ObjectID(head)] if head is not None and ObjectID(head) not in store else []
 
-        result = client.fetch("", mirror.repo, determine_wants=wants)
+        with self._whole_answers(pool):
+            result = client.fetch("", mirror.repo, determine_wants=wants)
         return seen.get("head", _main_of(result.refs))
 
     def push_from(
         self, mirror: Mirror, local: bytes, expected: bytes | None, deadline: Deadline
     ) -> bool:
-        client, _pool = self._session(deadline)
+        client, pool = self._session(deadline)
         store = mirror.repo.object_store
         seen: dict[str, bytes | None] = {}
 
@@ -368,7 +383,8 @@ class HttpPool:
             deadline.check()
             return len(objects), (full_unpacked_object(o) for o in objects)
 
-        result = client.send_pack("", update_refs, pack_data)
+        with self._whole_answers(pool):
+            result = client.send_pack("", update_refs, pack_data)
         if seen.get("current") == local:
             return False
         status = (result.ref_status or {}).get(MAIN)
