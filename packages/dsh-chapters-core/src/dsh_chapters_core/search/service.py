@@ -725,10 +725,11 @@ class SearchService:
 
     def _save_tokens(self, door: SearchDoor, before: Mapping[str, str], update: IndexUpdate,
                      *, whole: bool) -> None:
-        """Record `after`. An update that changed a few tokens appends them to the journal
+        """Record the update's tokens. One that changed a few appends them to the journal
         (O(delta): at 100k chapters the tokens file is 13 MB); the file is written whole on a
         rebuild, or once the journal outgrows its share of it. A token lost with a torn
-        journal line is only a hint: its file is read again and found unchanged by its hash."""
+        journal line, or to a concurrent update, is only a hint: its file is read again and
+        found unchanged by its hash."""
         assert door.state is not None
         state, path, journal = door.state, door.state_path, _journal_path(door.state_path)
         after = update.fingerprints
