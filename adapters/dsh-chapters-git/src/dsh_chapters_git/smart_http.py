@@ -47,19 +47,30 @@ class BudgetedPool:
             response.drain_conn()
             response.release_conn()
             raise HttpStatusError(status)
-        inner = response.read
-
-        def read(amt: int | None = None, *args: Any, **kwargs: Any) -> bytes:
-            data: bytes = inner(amt, *args, **kwargs)
-            if amt is not None and len(data) < amt:
-                self.short_reads += 1
-            return data
-
-        response.read = read  # type: ignore[method-assign]  # what dulwich reads with
-        return response
+        return _CountedResponse(response, self)
 
     def clear(self) -> None:
         self._inner.clear()
+
+
+class _CountedResponse:
+    """The answer as dulwich sees it: urllib3's response, whose reads that ran out before
+    they got what they asked for are counted on the pool. A wrapper, not a patched `read`:
+    a closure stored on the response would tie it into a cycle, so it and its socket would
+    be freed by a later garbage collection instead of as soon as dulwich drops it."""
+
+    def __init__(self, response: Any, pool: BudgetedPool) -> None:
+        self._response = response
+        self._pool = pool
+
+    def read(self, amt: int | None = None, *args: Any, **kwargs: Any) -> bytes:
+        data: bytes = self._response.read(amt, *args, **kwargs)
+        if amt is not None and len(data) < amt:
+            self._pool.short_reads += 1
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._response, name)  # status, headers, geturl, close, ...
 
 
 def open_client(
