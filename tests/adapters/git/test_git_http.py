@@ -7,6 +7,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dsh_chapters_core.config import Config
@@ -191,18 +192,24 @@ def test_server_statuses_map_to_codes(
     assert error.code is code and str(status) in error.message
 
 
+def _unpushed_commit(http_server: GitHttpServer, machines: MakeMachine, git: GitCli,
+                     pool_token: str, text: str) -> tuple[Any, str]:
+    """One machine on a fresh HTTP pool, with one commit staged and not yet pushed."""
+    http_server.create_repo("pool.git", git)
+    provider = machines("mach-a", http_server.url("pool.git"), token=pool_token).provider()
+    provider.open()
+    provider.stage({"unpushed.md": f"{text}\n".encode()})
+    return provider, provider.commit("unpushed", "mach-a")
+
+
 def test_an_answer_cut_short_is_a_network_failure_the_next_sync_retries(
     http_server: GitHttpServer, machines: MakeMachine, git: GitCli, pool_token: str
 ) -> None:
     """A body that simply ends (a proxy or a server dying mid-answer, its length agreeing)
     is the connection's failure, not a pool that is no git server: `chapters link` would not
     help, the next sync does."""
-    http_server.create_repo("pool.git", git)
-    m = machines("mach-a", http_server.url("pool.git"), token=pool_token)
-    provider = m.provider()
-    provider.open()
-    provider.stage({"cut.md": b"written while the answers were cut\n"})
-    sha = provider.commit("cut", "mach-a")
+    provider, sha = _unpushed_commit(http_server, machines, git, pool_token,
+                                     "written while the answers were cut")
     http_server.cut_bodies = True
     for action in (provider.pull, provider.push):
         error = code_of(action)
@@ -216,12 +223,8 @@ def test_an_answer_cut_short_is_a_network_failure_the_next_sync_retries(
 def test_a_server_outage_between_syncs_degrades_then_recovers(
     http_server: GitHttpServer, machines: MakeMachine, git: GitCli, pool_token: str
 ) -> None:
-    http_server.create_repo("pool.git", git)
-    m = machines("mach-a", http_server.url("pool.git"), token=pool_token)
-    provider = m.provider()
-    provider.open()
-    provider.stage({"offline.md": b"written while the pool was down\n"})
-    sha = provider.commit("offline", "mach-a")
+    provider, sha = _unpushed_commit(http_server, machines, git, pool_token,
+                                     "written while the pool was down")
     http_server.force_status = 503
     assert code_of(provider.push).code is FailureCode.NETWORK
     http_server.force_status = None

@@ -461,7 +461,7 @@ def _row_date(row: str) -> str:
 
 
 def _newest(dates: Iterable[str]) -> str:
-    """The newest of these date fields, as `_shard_text` picks it; "" when none is a date."""
+    """The newest of these date fields, which recency hints count from; "" when none is a date."""
     known = [(day, date) for date in dates if date and (day := _day(date)) is not None]
     return max(known)[1] if known else ""
 
@@ -477,10 +477,10 @@ def _head_path(head: str) -> str:
 
 def _shard_text(topic: str, heads: list[str]) -> bytes:
     """The shard of these lines (in path order): each gets the hint of its date field."""
-    dates = [head[:head.find(" | ")] for head in heads]
+    dates = [_row_date(head) for head in heads]
     days = {date: _day(date) for date in set(dates)}
-    known = [(d, date) for date, d in days.items() if d is not None]
-    newest_day, newest = max(known) if known else (None, "")
+    newest = _newest(days)
+    newest_day = days[newest] if newest else None
     hints = {date: "-" if d is None or newest_day is None else _age(max(0, newest_day - d))
              for date, d in days.items()}
     lines = [f"# topic: {topic} · count: {len(heads)} · last-updated: {newest or '-'}"]
