@@ -77,20 +77,25 @@ class SearchAnswer:
 
     def text(self, words: ArgumentWords = plain_argument) -> str:
         """The answer's lines; `words` names the budget argument in the caller's terms."""
+        where = SOURCE_WORDS.get(self.door, self.door)
         if self.status is AnswerStatus.EMPTY:
-            return f"nothing here: the {self.door} holds no archive yet (status: empty)"
+            return f"nothing here: {where} holds no chapters yet (status: empty)"
         if self.status is AnswerStatus.NO_MATCH:
             return (
-                f"no match: {self.searched} documents in the {self.door}, none matched "
+                f"no match: {self.searched} documents in {where}, none matched "
                 "(status: no-match)"
             )
         head = (
             f"shown {self.shown} of {self.total} · {self.budget.used}/{self.budget.requested} "
-            f"tokens · door: {self.door}"
+            f"tokens · from {where}"
         )
         if self.shown < self.total:
             head += f" · raise {words(Argument.MAX_TOKENS, None)} for more"
         return "\n".join((head, *self.lines))
+
+
+# Where an answer came from, in a reader's words (the JSON keeps the door's name).
+SOURCE_WORDS = {"store": "this machine's archive", "mirror": "the pool's copy"}
 
 
 class SearchRefusal(RefusalError):

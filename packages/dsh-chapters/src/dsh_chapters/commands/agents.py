@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,13 +21,18 @@ from typing import Any
 from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from dsh_chapters.app import App
+from dsh_chapters.commands.archive import import_json, import_lines
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.hooks import HookPayload, after_archive, run_hook, safe_message
-from dsh_chapters.present import error_text
+from dsh_chapters.present import display_path, error_text, fold
 from dsh_chapters.services.agents import AppArchive, project_line
+from dsh_chapters.services.importing import ImportResult, import_sessions
 
 AGENTS = ("claude-code", "codex", "dsh")
-SCOPES = ("project", "user")
+SCOPES = ("project", "local", "user")
+# What the committed project-scope files run: the `chapters` on each teammate's PATH (README,
+# "chapters on your PATH"), never this machine's absolute path, which breaks everyone else's.
+PORTABLE_COMMAND = ("chapters",)
 # Claude Code's own kill switch sits past the hook's budget, so our watchdog always speaks first.
 CLAUDE_TIMEOUT_MARGIN_S = 10
 SCRIPT_NAMES = ("chapters", "chapters.exe")
@@ -93,8 +100,13 @@ def run_hook_command(args: argparse.Namespace, inv: Invocation) -> int:
 # chapters install / uninstall
 
 
-def chapters_command() -> tuple[str, ...]:
-    """The argv that runs `chapters`: the script beside this Python, else `python -m`."""
+def chapters_command(scope: str = "user") -> tuple[str, ...]:
+    """The argv that runs `chapters`. In files a team commits (the project scope): `chapters`,
+    found on each machine's PATH. In this machine's own files (user and local scopes, DSH's and
+    Codex's user config): the script beside this Python, else `python -m`, by absolute path, so
+    the hooks run without a shell PATH."""
+    if scope == "project":
+        return PORTABLE_COMMAND
     here = Path(sys.executable).parent
     for name in SCRIPT_NAMES:
         script = here / name
@@ -127,9 +139,20 @@ def claude_config_dir(inv: Invocation) -> Path | None:
     return Path(inv.env["CLAUDE_CONFIG_DIR"]) if inv.env.get("CLAUDE_CONFIG_DIR") else None
 
 
-def _installer(app: App) -> Any:
+def _installer(app: App, scope: str = "user") -> Any:
     timeout = math.ceil(app.config.hook_timeout_ms / 1000) + CLAUDE_TIMEOUT_MARGIN_S
-    return app.factories.installer(app, chapters_command(), timeout)
+    return app.factories.installer(app, chapters_command(scope), timeout)
+
+
+def _path_warning(inv: Invocation) -> list[str]:
+    """Project-scope entries run `chapters` from the PATH: say so when this machine has none."""
+    found = shutil.which(PORTABLE_COMMAND[0], path=inv.env.get("PATH", os.defpath))
+    if found is not None:
+        return []
+    return ["warning: `chapters` is not on this machine's PATH, so these hooks and the server "
+            "cannot start here yet: put it there (README: pipx install or uv tool install), or "
+            "run `chapters install claude-code --scope local`, which names this machine's "
+            "`chapters` by its full path in files git does not track"]
 
 
 def _scope(args: argparse.Namespace) -> str:
@@ -147,16 +170,45 @@ def _scope(args: argparse.Namespace) -> str:
 
 
 def _emit_changes(inv: Invocation, verb: str, agent: str, scope: str,
-                  changes: Sequence[Any], next_steps: Sequence[str]) -> None:
+                  changes: Sequence[Any], next_steps: Sequence[str],
+                  imported: ImportResult | None = None) -> None:
     rows = [{"path": c.path, "action": c.action, "detail": c.detail, "backup": c.backup}
             for c in changes]
     changed = sum(1 for c in changes if c.action != "unchanged")
-    lines = [f"{c.action:9} {c.path}: {c.detail}" + (f" (backup: {c.backup})" if c.backup else "")
-             for c in changes]
+    app = inv.app
+
+    def shown(path: str) -> str:
+        return display_path(path, app.workspace, _home(inv))
+
+    lines = [f"{c.action:9} {shown(c.path)}: {c.detail}"
+             + (f" (backup: {shown(c.backup)})" if c.backup else "") for c in changes]
     lines.append(f"{verb} {agent} ({scope}): {changed} of {len(changes)} file(s) changed")
+    data: dict[str, Any] = {"agent": agent, "scope": scope, "changed": changed, "files": rows}
+    if imported is not None:
+        data["import"] = import_json(imported)
+        lines.extend(_import_summary(inv, imported))
     lines.extend(next_steps)
-    inv.emit({"agent": agent, "scope": scope, "changed": changed, "files": rows},
-             "\n".join(lines))
+    inv.emit(data, fold("\n".join(lines)))
+
+
+def _import_summary(inv: Invocation, result: ImportResult) -> list[str]:
+    """What the install's import archived: the totals, never each session's report."""
+    if not result.files:
+        return [f"imported no {result.harness} session: none of this project under "
+                f"{display_path(result.where, inv.app.workspace, _home(inv))} yet"]
+    return import_lines(inv.app, result, reports=False)
+
+
+def _import_existing(args: argparse.Namespace, inv: Invocation) -> ImportResult | None:
+    """History already on disk, archived now: Claude Code deletes transcripts older than
+    cleanupPeriodDays (30 by default), and a hook only sees the sessions after install."""
+    if args.no_import:
+        return None
+    try:
+        return import_sessions(inv.app, args.agent)
+    except ChaptersError as exc:  # the install stands; the import says why it did not run
+        inv.stderr.write(f"chapters: the import after install stopped: {error_text(exc)}\n")
+        return None
 
 
 def run_install(args: argparse.Namespace, inv: Invocation) -> int:
@@ -164,9 +216,10 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
     if args.agent == "dsh":
         changes = app.factories.dsh_installer(app, chapters_command()).install(dsh_home(inv))
-        _emit_changes(inv, "installed", args.agent, scope, changes, DSH_STEPS)
+        _emit_changes(inv, "installed", args.agent, scope, changes, DSH_STEPS,
+                      _import_existing(args, inv))
         return 0
-    installer = _installer(app)
+    installer = _installer(app, scope)
     if args.agent == "codex":
         changes = installer.install_codex(codex_home(inv), enable_hooks=args.enable_hooks)
         steps = ["next: restart Codex (it may ask you to review the new hooks in /hooks); "
@@ -178,16 +231,21 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
                              hint="run `chapters install codex --enable-hooks`")
         changes = installer.install_claude(scope, app.workspace, _home(inv),
                                            claude_config_dir(inv))
+        if scope == "local":
+            app.factories.exclude_from_git(app.workspace, [".claude/settings.local.json"])
         steps = ["next: restart Claude Code (or run /hooks and /mcp) to load the hooks and the "
                  "server; `chapters link <pool>` shares the archive across machines"]
-    _emit_changes(inv, "installed", args.agent, scope, changes, steps)
+        if scope == "project":
+            steps = [*_path_warning(inv), *steps]
+    _emit_changes(inv, "installed", args.agent, scope, changes, steps,
+                  _import_existing(args, inv))
     return 0
 
 
 def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
     scope = _scope(args)
     app = inv.app
-    installer = _installer(app)
+    installer = _installer(app, scope)
     if args.agent == "dsh":
         changes = app.factories.dsh_installer(app, chapters_command()).uninstall(dsh_home(inv))
     elif args.agent == "codex":
@@ -234,8 +292,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         parser.add_argument("agent", choices=AGENTS, metavar="claude-code|codex|dsh",
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
-                            help="claude-code only: this project (default) or your user")
+                            help="claude-code only: project (default; .claude/settings.json and "
+                                 ".mcp.json, committed, run `chapters` from the PATH), local "
+                                 "(.claude/settings.local.json and your ~/.claude.json, this "
+                                 "machine's full path) or user (every project of yours)")
         if verb == "install":
+            parser.add_argument("--no-import", action="store_true",
+                                help="do not import this project's existing sessions now")
             parser.add_argument("--enable-hooks", action="store_true",
                                 help="codex only: also turn on Codex's hooks feature flag "
                                      "([features] hooks = true) in config.toml")

@@ -15,7 +15,7 @@ from dsh_chapters_core.errors import InputError, UsageError
 from dsh_chapters_core.events import Transcript
 from dsh_chapters_core.ports.harness import HarnessReader
 
-from dsh_chapters.app import App
+from dsh_chapters.app import MIRROR_DIRNAME, App
 from dsh_chapters.services import enrich, pool
 from dsh_chapters.services.transcripts import read_guarded
 
@@ -86,6 +86,25 @@ def after_archive(app: App, report: ArchiveReport) -> None:
                   turnsArchived=report.turns_archived, chapters=[c.path for c in report.chapters],
                   artifactsWritten=report.artifacts_written, watermark=report.watermark_after)
     enrich.note_archived(app, [c.path for c in report.chapters])
+    keep_out_of_git(app)
+
+
+# Machine-local state (§3.1): what the first archive asked git to leave alone.
+EXCLUDED_MARK = "state/git-exclude.txt"
+
+
+def keep_out_of_git(app: App) -> list[str]:
+    """The store and the pool's copy stay out of the project's commits: an entry in this
+    clone's `.git/info/exclude` (never `.gitignore`, which every teammate would get). Added by
+    the first archive; a line the user removed is not put back while the store exists."""
+    if app.store_tree.exists(EXCLUDED_MARK):
+        return []
+    entries = [p.relative_to(app.workspace).as_posix() for p in
+               (app.store_root, app.workspace / MIRROR_DIRNAME)
+               if p.is_relative_to(app.workspace) and p != app.workspace]
+    added = app.factories.exclude_from_git(app.workspace, entries)
+    app.store_tree.write(EXCLUDED_MARK, "".join(f"{e}\n" for e in entries).encode("utf-8"))
+    return added
 
 
 def sync_point(app: App) -> pool.SyncPointOutcome:
