@@ -60,7 +60,7 @@ def _marked_chapter(store: Path, harness: str) -> str:
         "kind": "chapter", "title": "Deploy key and the retry budget",
         "summary": "deploy waits on the retry budget", "topics": ["deploy", "retry"],
         "sessionId": MARKED_SESSION, "harnessId": harness, "date": "2026-11-29T10:00:00Z",
-        "messages": {"user": 1, "assistant": 2, "tool": 1},
+        "messages": {"user": 1, "assistant": 2, "tool": 1}, "seqRange": [1, 6],
         "generated": {"title": {"by": "deterministic"},
                       "topics": {"by": "model", "model": "small-1"}},
         "ended": "2026-11-29T10:05:00Z", "prLinks": ["https://example.test/acme/widgets/pull/7"],

@@ -38,7 +38,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from dsh_chapters_web.chapter_view import iter_markers, mark_line, parse_chapter, plain_lines
+from dsh_chapters_web.chapter_view import (
+    frontmatter_fields,
+    iter_markers,
+    mark_line,
+    parse_chapter,
+    plain_lines,
+)
 from dsh_chapters_web.guard import CSRF_FIELD, CSRF_HEADER, HostGuard, csrf_matches
 
 PACKAGE_DIR = Path(__file__).parent
@@ -92,6 +98,7 @@ class Site:
         self.env.filters["mark_line"] = mark_line
         self.env.filters["urlpath"] = lambda path: quote(path, safe="/")
         self.env.filters["fmvalue"] = _frontmatter_value
+        self.env.filters["fmfields"] = frontmatter_fields
         self.env.globals["csrf_field"] = CSRF_FIELD
 
     # -- plumbing ------------------------------------------------------------------------------

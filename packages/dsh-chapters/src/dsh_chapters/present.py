@@ -37,7 +37,7 @@ def clip(line: str, *, keep: str = "", wide: bool = False, width: int = OUTPUT_C
 
 # Where a folded line's continuation starts: under the text after a label (`store      `,
 # `  chapters   `), a list mark or `next: `; else two columns in from the line's own indent.
-_HANG = re.compile(r"^( *)(- |next: |[\w.-]+ {2,}|)")
+_HANG = re.compile(r"^( *)(- |next: |[\w.-]+(?: [\w.-]+)? {2,}|)")
 
 
 def fold(text: str, *, wide: bool = False, width: int = OUTPUT_COLUMNS) -> str:
