@@ -176,8 +176,11 @@ BUILD_INDEX = "`chapters index`"  # no search index yet (`chapters status`)
 MANUAL_DRAIN = "chapters enrich run"  # why a drain ran when asked (`chapters enrich run --json`)
 
 
-def _pairs(pairs: Sequence[tuple[str, int]]) -> str:
-    return ", ".join(f"{name} {count}" for name, count in pairs)
+_KEEP = "\xa0"  # joins a name to its count while a line is folded, so no fold parts them
+
+
+def _pairs(pairs: Sequence[tuple[str, int]], joint: str = " ") -> str:
+    return ", ".join(f"{name}{joint}{count}" for name, count in pairs)
 
 
 _OPENED_BY = {
@@ -211,7 +214,7 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters", *,
     source = report.source_path or report.session_id
     if not wide and report.source_path:
         source = Path(report.source_path).name
-    lines = [f"archived {source} ({report.harness}, session {session})"]
+    lines = [f"archived {report.harness} session {session} from {source}"]
     malformed = f"{a.malformed} malformed"
     if a.malformed_lines:
         shown_lines = ", ".join(str(n) for n in a.malformed_lines[:10])
@@ -223,9 +226,9 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters", *,
         shown_lines = ", ".join(str(n) for n in a.split_lines[:10])
         lines[-1] += f" · {a.split} split (line {shown_lines}: {a.split_records} records read)"
     if a.skip_rules:
-        lines.append(f"             skipped by rule: {_pairs(a.skip_rules)}")
+        lines.append(f"             skipped by rule: {_pairs(a.skip_rules, _KEEP)}")
     if a.unknown_types:
-        lines.append(f"             unknown types: {_pairs(a.unknown_types)}")
+        lines.append(f"             unknown types: {_pairs(a.unknown_types, _KEEP)}")
     if a.truncated_tail:
         lines.append("             the last line is incomplete (a session being written): "
                      f"read stopped after line {a.total}, the last complete one")
@@ -247,7 +250,7 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters", *,
                  f"{report.artifacts_present} already present")
     lines.append(f"  redactions {_pairs(report.redactions) or 'none'}")
     if report.omissions:
-        lines.append(f"  screened   {_pairs(report.omissions)} (host-injected context)")
+        lines.append(f"  screened   {_pairs(report.omissions, _KEEP)} (host-injected context)")
     if report.clamp:
         held = plain(report.clamp)
         if "--final" not in held:
@@ -257,7 +260,7 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters", *,
         lines.append(f"  final      {plain(report.ended)}")
     if report.wrote_nothing and report.turns_complete:
         lines.append("  nothing new: every completed turn was already archived")
-    return fold("\n".join(lines), wide=wide).split("\n")
+    return fold("\n".join(lines), wide=wide).replace(_KEEP, " ").split("\n")
 
 
 PROGRESS_PHASES = {"read": "reading chapters", "cache": "filling the search cache"}

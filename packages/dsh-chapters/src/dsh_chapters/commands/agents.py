@@ -223,7 +223,7 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
     if args.agent == "codex":
         changes = installer.install_codex(codex_home(inv), enable_hooks=args.enable_hooks)
         steps = ["next: restart Codex (it may ask you to review the new hooks in /hooks); "
-                 "`chapters watch` archives its sessions live, `chapters import codex` at once"]
+                 "`chapters watch` archives its sessions as they are written"]
     else:
         if args.enable_hooks:
             raise UsageError("--enable-hooks is for Codex, whose hooks sit behind a feature "
@@ -233,8 +233,8 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
                                            claude_config_dir(inv))
         if scope == "local":
             app.factories.exclude_from_git(app.workspace, [".claude/settings.local.json"])
-        steps = ["next: restart Claude Code (or run /hooks and /mcp) to load the hooks and the "
-                 "server; `chapters link <pool>` shares the archive across machines"]
+        steps = ["next: restart Claude Code (or /hooks and /mcp); `chapters link <pool>` shares "
+                 "the archive"]
         if scope == "project":
             steps = [*_path_warning(inv), *steps]
     _emit_changes(inv, "installed", args.agent, scope, changes, steps,
