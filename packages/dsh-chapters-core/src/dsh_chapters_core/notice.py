@@ -186,14 +186,21 @@ def _chapter_lines(ctx: NoticeContext, chapters: Sequence[Document], config: Con
             head = f"- {doc.summary}"  # a deterministic title is the summary's first words
         elif doc.summary:
             head += f" — {doc.summary}"
-        link = f"  {ctx.store_dir}/{doc.path} · {_counts(doc)}"
+        link = f"  {ctx.store_dir}/{doc.path}"
+        about = [_counts(doc)]
         if doc.modified_since_archived:
-            link += f" · {MODIFIED_MARK}"
+            about.append(MODIFIED_MARK)
         ended = chapter_ended(doc)
         if ended:
-            link += f" · ended: {ended}"  # a finished session's last turn that never ended
-        lines += [head, link]
-    return _wrapped(lines)
+            about.append(f"ended: {ended}")  # a finished session's last turn that never ended
+        tail = " · ".join(about)
+        # The path is never cut nor moved off its line; what follows it goes below when the
+        # line would pass NOTICE_COLUMNS.
+        if len(link) + 3 + len(tail) <= NOTICE_COLUMNS:
+            lines += [*_wrapped([head]), f"{link} · {tail}"]
+        else:
+            lines += [*_wrapped([head]), link, *_wrapped([f"  {tail}"])]
+    return lines
 
 
 def _search_paragraph(ctx: NoticeContext) -> list[str]:

@@ -21,7 +21,7 @@ from dsh_chapters_core.rules import (
 )
 
 from dsh_chapters.commands.invocation import Invocation
-from dsh_chapters.present import clip, fold
+from dsh_chapters.present import OUTPUT_COLUMNS, clip, fold
 from dsh_chapters.services.rules import notice, propose, provenance, rules_here, set_status
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -44,7 +44,12 @@ def _table(rules: tuple[Rule, ...], *, wide: bool = False) -> str:
     lines = []
     for row in [header, *rows]:
         lead = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3]))
-        lines.append(clip(f"{lead}  {row[3]}", keep=f"  ({row[4]})", wide=wide))
+        line = f"{lead}  {row[3]}  ({row[4]})"
+        if wide or len(line) <= OUTPUT_COLUMNS:
+            lines.append(line)
+        else:  # the provenance under the text, and the text cut only if it alone is too long
+            lines.append(clip(f"{lead}  {row[3]}"))
+            lines.append(clip(" " * (len(lead) + 2) + f"({row[4]})"))
     return "\n".join(lines)
 
 
