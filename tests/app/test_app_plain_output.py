@@ -127,6 +127,7 @@ def test_every_commands_default_output_is_plain_and_fits_100_columns(
     record("uninstall codex", "uninstall", "codex")
     record("watch --once", "watch", "--once")
     record("unknown id", "show", "zzzz/1", code=1)
+    record("demo", "demo")
 
     found = [o for command, text in outputs.items() for o in offences(command, text)]
     assert not found, "\n".join(found)
