@@ -107,8 +107,9 @@ def test_a_folded_tool_call_says_its_command_and_the_frontmatter_reads_as_fields
     page.goto(live.url + "/")
     item = page.locator("ol.chapters li").first
     assert item.evaluate("li => getComputedStyle(li).listStyleType") == "none"
-    link = item.locator("a.chapter-link").inner_text()
-    assert re.match(r"^\d+ \S", link) and not re.match(r"^\d+\.", link), link  # one number
+    row = item.inner_text()
+    assert re.match(r"^\d+\s+\S", row) and not re.match(r"^\d+\.", row), row  # one number
+    assert not re.match(r"^\d", item.locator("a.chapter-link").inner_text())  # the title alone
 
 
 def test_a_chapter_opens_by_the_id_chapters_list_prints(

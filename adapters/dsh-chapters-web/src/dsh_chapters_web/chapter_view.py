@@ -209,6 +209,7 @@ def frontmatter_fields(frontmatter: dict[str, Any]) -> list[tuple[str, str]]:
     return fields
 
 
+_ROLE_ORDER = {"user": 0, "assistant": 1, "tool": 2}
 _OWN_FIELDS = frozenset({"topics", "generated", "ended", "prLinks", "title", "summary"})
 
 
@@ -216,8 +217,9 @@ def field_text(key: str, value: Any) -> str:
     if key == "seqRange" and isinstance(value, list) and len(value) == 2:
         return f"{value[0]}–{value[1]}"
     if isinstance(value, dict):
-        if all(isinstance(v, int) for v in value.values()):
-            return " · ".join(f"{v} {k}" for k, v in value.items())
+        if all(isinstance(v, int) for v in value.values()):  # counts: people first, as `list`
+            order = sorted(value, key=lambda k: (_ROLE_ORDER.get(str(k), len(_ROLE_ORDER)), k))
+            return " · ".join(f"{value[k]} {k}" for k in order)
         return " · ".join(f"{k}: {field_text(str(k), v)}" for k, v in value.items())
     if isinstance(value, list):
         return ", ".join(field_text(key, v) for v in value)
