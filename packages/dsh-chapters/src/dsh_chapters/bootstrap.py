@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh_chapters_core.curation import edits_path
-from dsh_chapters_core.pool_layout import RULES_DIR
+from dsh_chapters_core.pool_layout import RULES_DIR, to_pool
 from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
@@ -196,8 +196,14 @@ def open_search(app: App, cached: bool = True) -> SearchService:
         tokens.append((facts, store_tree.fingerprint(facts)))
         return hashlib.sha256(json.dumps(tokens).encode("utf-8")).hexdigest()
 
+    def published_as(path: str) -> str | None:
+        # A store chapter's twin in the pool (§2.2), under this workspace's projectKey.
+        twin = to_pool(path, app.identity.project_key)
+        return twin.pool_path if twin is not None else None
+
     return SearchService(doors=doors, config=app.config, harness_id=app.harness_id,
-                         clock_now=app.clock.now, core_rules=core_rules, generation=generation)
+                         clock_now=app.clock.now, core_rules=core_rules, generation=generation,
+                         published_as=published_as)
 
 
 def read_roots(app: App) -> tuple[ReadRoot, ...]:

@@ -8,6 +8,8 @@ a transcript is refused with numbers before anything in the store is touched.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,13 @@ class _Progress:
             self.inv.stderr.flush()
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
     reader = app.harnesses.get(args.harness)
@@ -97,13 +106,25 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     progress = _Progress(inv, len(files))
     reports: list[ArchiveReport] = []
     failures: list[tuple[str, str]] = []
-    for done, file in enumerate(files):
-        progress.show(done, Path(file).name)
-        try:
-            final = bool(getattr(args, "final", False)) or finality.is_finished(file, app.config)
-            reports.append(archive_and_log(app, read_guarded(app, reader, file), final=final))
-        except InputError as exc:  # one unreadable session never stops the others
-            failures.append((file, exc.message))
+    with contextlib.ExitStack() as batch:
+        held = 0  # transcript bytes archived in the open writer section
+        for done, file in enumerate(files):
+            progress.show(done, Path(file).name)
+            if not held:
+                # Sessions are archived a batch to a writer section: as each batch ends, the
+                # search index takes in what it wrote (search.md "The freshness rule").
+                batch.enter_context(app.lock.hold(app.config.lock_timeout_ms / 1000))
+            try:
+                final = (bool(getattr(args, "final", False))
+                         or finality.is_finished(file, app.config))
+                reports.append(archive_and_log(app, read_guarded(app, reader, file),
+                                               final=final))
+            except InputError as exc:  # one unreadable session never stops the others
+                failures.append((file, exc.message))
+            held += max(_size(file), 1)
+            if held >= app.config.import_batch_bytes:
+                batch.close()
+                held = 0
     progress.show(len(files), "done")
     progress.close()
     outcome = sync_point(app) if reports else None  # §5.1, as for archive
