@@ -581,6 +581,10 @@ class OpenCodeReader:
             return _read_storage(path)
         return _read_export(path)
 
+    def backing_file(self, path: str) -> str:
+        """For `chapters watch`: the file whose size and time stand for the session's."""
+        return backing_file(path)
+
     def discover(self, source: str | None, cwd: str) -> list[str]:
         """Sessions under `source` (export files, storage session files, and every session of
         an `opencode*.db` there), or this project's in OpenCode's data folder (those whose
@@ -625,7 +629,7 @@ def data_dir(env: Mapping[str, str] | None = None) -> Path:
     return (Path(base).expanduser() if base else Path.home() / ".local" / "share") / "opencode"
 
 
-def session_backing_file(path: str) -> str:
+def backing_file(path: str) -> str:
     """The file whose writes show a session's: its database's write-ahead log when OpenCode
     keeps one (the database itself changes only at checkpoints), else the file itself."""
     inside = split_session_path(path)
