@@ -83,7 +83,9 @@ HOST_BLOCKS = ("<session_context>", "<hook_context>")
 # atCommandProcessor.ts appends the referenced files' content after the typed words.
 REFERENCED_FILES = "\n--- Content from referenced files ---"
 HEADER_FIELDS = frozenset({"sessionId", "projectHash", "startTime"})
-_LEGACY_HEAD = re.compile(rb'\A\s*\{\s*"sessionId"\s*:\s*"[^"\n]*"\s*,\s*"projectHash"\s*:')
+# The pretty-printed document: `{`, a newline, then the record's first members.
+_LEGACY_HEAD = re.compile(
+    rb'\A\s*\{[ \t\r]*\n\s*"sessionId"\s*:\s*"[^"\n]*"\s*,\s*"projectHash"\s*:')
 _SNIFF_LINES = 4
 _SEQ_PER_MS = 1000  # room for a message's events between two milliseconds
 
@@ -239,7 +241,11 @@ class _GeminiRead:
             self.recognized += 1
             first = not self.session_id
             self.header(record)
-            return IMPORTED if first else skipped("metadata-repeat")
+            held = record.get("messages")  # a whole legacy record written on one line
+            for item in held if isinstance(held, list) else []:
+                if isinstance(item, dict) and isinstance(item.get("id"), str):
+                    self.message(item)
+            return IMPORTED if first or held else skipped("metadata-repeat")
         kind = record.get("type")
         return unknown(kind if isinstance(kind, str) else "<no type>")
 
@@ -379,8 +385,9 @@ def _header_field(state: _GeminiRead, key: str, value: Any) -> Outcome:
 
 
 def is_document(head: bytes) -> bool:
-    """The pre-0.39 session: one JSON document whose first members are sessionId and
-    projectHash (JSON.stringify keeps the record's key order)."""
+    """The pre-0.39 session: one pretty-printed JSON document whose first members are
+    sessionId and projectHash (JSON.stringify keeps the record's key order). A record on one
+    line is read as JSON lines, as Gemini's own loader does."""
     return bool(_LEGACY_HEAD.match(head))
 
 
