@@ -79,6 +79,7 @@ class FileResult:
     chapters: int = 0
     turns: int = 0
     missing: list[str] = field(default_factory=list)
+    other_reader: Counter[str] = field(default_factory=Counter)  # another agent's file
     error: str = ""
     seconds: float = 0.0
 
@@ -198,7 +199,10 @@ def census_file(kind: str, path: Path, stored_as: str) -> FileResult:
     shape = shape_of(kind, path, data[:4096])
     result = FileResult(kind, f"{shape}, {stored_as}")
     reader = KINDS[kind]
-    if shape.startswith("not pi"):
+    if shape.startswith("not pi"):  # read by the reader of the agent that wrote it
+        account = DshReader().read(str(path)).account
+        result.other_reader.update(files=1, imported=account.imported, skipped=account.skipped,
+                                   unknown=account.unknown, malformed=account.malformed)
         return result
     started = time.perf_counter()
     try:
@@ -277,6 +281,7 @@ def summarize(results: list[FileResult]) -> dict[str, Any]:
             "shapes": dict(Counter(r.shape for r in mine)),
             "read": len(read),
             "notThisAgent": sum(1 for r in mine if r.shape.startswith("not ")),
+            "notThisAgentReadByDsh": dict(sum((r.other_reader for r in mine), Counter())),
             "refused": {r.shape: r.error for r in mine if r.error},
             "lines": dict(lines),
             "skipRules": dict(skips.most_common()),
