@@ -48,7 +48,7 @@ from dsh_chapters_core.events import (
     UserMessage,
 )
 
-from dsh_chapters_harness.discovery import header_records, jsonl_files, same_directory
+from dsh_chapters_harness.discovery import jsonl_files, read_head, same_directory
 from dsh_chapters_harness.transcript_lines import (
     IMPORTED,
     Outcome,
@@ -81,6 +81,7 @@ _SKIPPED_ENTRIES = {
     "ttsr_injection": "rule-injection-record",  # its rule text is the custom_message beside it
 }
 _SNIFF_LINES = 4
+_HEAD_BYTES = 1 << 16
 
 
 def _is_header(record: Mapping[str, Any]) -> bool:
@@ -280,21 +281,19 @@ class PiReader:
         """Session files under `source`, or this project's: the folder pi names after `cwd`
         under `sessions/`, and any other session there whose header records `cwd`."""
         root = Path(source) if source else agent_dir() / "sessions"
-        files = [f for f in jsonl_files(root) if self.sniff(_head(f))]
-        if source:
-            return [str(f) for f in files]
         own = root / session_folder(cwd)
-        return [str(f) for f in files if f.parent == own or same_directory(_header_cwd(f), cwd)]
+        found: list[str] = []
+        for file in jsonl_files(root):
+            head = read_head(file, _HEAD_BYTES)  # the header is the first or second line
+            if not self.sniff(head):
+                continue
+            if source or file.parent == own or same_directory(_header_cwd(head), cwd):
+                found.append(str(file))
+        return found
 
 
-def _head(path: Path) -> bytes:
-    from dsh_chapters_harness.discovery import read_head
-
-    return read_head(path, 1 << 16)
-
-
-def _header_cwd(path: Path) -> str:
-    for record in header_records(path):
+def _header_cwd(head: bytes) -> str:
+    for record in head_records(head, limit=_SNIFF_LINES):
         if _is_header(record):
             cwd = record.get("cwd")
             return cwd if isinstance(cwd, str) else ""
