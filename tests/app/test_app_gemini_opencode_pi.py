@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,20 @@ def test_watch_follows_new_sessions_live(home: Path, ws: Path, tmp_path: Path) -
         assert watcher.proc.stdout is not None
         watcher.proc.stdout.close()
     assert fx.P_REPLY_1 in chapter_texts(ws) and fx.O_REPLY_3 in chapter_texts(ws)
+
+
+def test_import_finalizes_an_idle_database_session(run: Runner, home: Path, ws: Path) -> None:
+    """A session inside OpenCode's database is as idle as the database: its unfinished tail
+    is archived by `chapters import` once the database has not been written for a while."""
+    _, messages = fx.opencode_session()
+    database = opencode_db(home, ws)
+    connection = sqlite3.connect(database)
+    connection.execute("DELETE FROM part WHERE message_id = ?", (messages[-1]["info"]["id"],))
+    connection.execute("DELETE FROM message WHERE id = ?", (messages[-1]["info"]["id"],))
+    connection.commit()
+    connection.close()
+    assert json.loads(run("import", "opencode", "--json").out)["turnsArchived"] == 3
+    hours_ago = time.time() - 3 * 3600
+    for path in database.parent.glob("opencode.db*"):
+        os.utime(path, (hours_ago, hours_ago))
+    assert json.loads(run("import", "opencode", "--json").out)["turnsArchived"] == 1

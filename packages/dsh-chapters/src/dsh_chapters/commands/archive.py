@@ -100,7 +100,11 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     for done, file in enumerate(files):
         progress.show(done, Path(file).name)
         try:
-            final = bool(getattr(args, "final", False)) or finality.is_finished(file, app.config)
+            # A session inside one file (OpenCode's database) is as idle as that file.
+            backing = getattr(reader, "backing_file", None)
+            stands_for = backing(file) if callable(backing) else file
+            final = bool(getattr(args, "final", False)) or finality.is_finished(stands_for,
+                                                                               app.config)
             reports.append(archive_and_log(app, read_guarded(app, reader, file), final=final))
         except InputError as exc:  # one unreadable session never stops the others
             failures.append((file, exc.message))
