@@ -114,14 +114,17 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
                 # Sessions are archived a batch to a writer section: as each batch ends, the
                 # search index takes in what it wrote (search.md "The freshness rule").
                 batch.enter_context(app.lock.hold(app.config.lock_timeout_ms / 1000))
+            # A session inside one file (OpenCode's database) is as idle as that file.
+            backing = getattr(reader, "backing_file", None)
+            stands_for = backing(file) if callable(backing) else file
             try:
                 final = (bool(getattr(args, "final", False))
-                         or finality.is_finished(file, app.config))
+                         or finality.is_finished(stands_for, app.config))
                 reports.append(archive_and_log(app, read_guarded(app, reader, file),
                                                final=final))
             except InputError as exc:  # one unreadable session never stops the others
                 failures.append((file, exc.message))
-            held += max(_size(file), 1)
+            held += max(_size(stands_for), 1)
             if held >= app.config.import_batch_bytes:
                 batch.close()
                 held = 0
@@ -226,7 +229,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                     "(DSH event log, Claude Code or Codex transcript) into topic chapters under "
                     ".dsh-chapters/. No model, no network; running it again writes nothing new.")
     archive.add_argument("path", help="the session file (.jsonl)")
-    archive.add_argument("--harness", default=AUTO, metavar="auto|dsh|claude-code|codex",
+    archive.add_argument("--harness", default=AUTO,
+                         metavar="auto|dsh|claude-code|codex|gemini-cli|opencode|pi",
                          help="the file's format (default: auto, from its first bytes)")
     archive.add_argument("--final", action="store_true", help=FINAL_HELP)
     archive.set_defaults(run=run_archive)
@@ -236,9 +240,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description="Archive every DSH session of this project (under $DSH_HOME/sessions, "
                     "by its normalized cwd and the log's own cwd), every Claude Code session of "
                     "this project (matched by its directory) or every Codex rollout whose cwd is "
-                    "this project; with --source, every session file under DIR. Re-running adds "
-                    "no file.")
-    imp.add_argument("harness", metavar="dsh|claude-code|codex", help="whose sessions to import")
+                    "this project; every Gemini CLI, OpenCode or pi session of this project "
+                    "(docs/formats.md says where each keeps them); with --source, every session "
+                    "file under DIR. Re-running adds no file.")
+    imp.add_argument("harness", metavar="dsh|claude-code|codex|gemini-cli|opencode|pi",
+                     help="whose sessions to import")
     imp.add_argument("--source", metavar="DIR", help="import the session files under DIR")
     imp.add_argument("--final", action="store_true",
                      help=FINAL_HELP + "; without it, a file idle for sessionFinalAfterMinutes "
