@@ -106,6 +106,7 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     progress = _Progress(inv, len(files))
     reports: list[ArchiveReport] = []
     failures: list[tuple[str, str]] = []
+    counted: set[str] = set()
     with contextlib.ExitStack() as batch:
         held = 0  # transcript bytes archived in the open writer section
         for done, file in enumerate(files):
@@ -124,7 +125,9 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
                                                final=final))
             except InputError as exc:  # one unreadable session never stops the others
                 failures.append((file, exc.message))
-            held += max(_size(stands_for), 1)
+            # A file holding many sessions counts once, with its first.
+            held += max(_size(stands_for) if stands_for not in counted else 0, 1)
+            counted.add(stands_for)
             if held >= app.config.import_batch_bytes:
                 batch.close()
                 held = 0
