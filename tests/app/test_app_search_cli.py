@@ -400,3 +400,23 @@ def test_an_index_that_cannot_be_written_never_fails_the_archive(
     assert notes.exists()
     data = as_json(ws, capsys, "search", "exponential", "backoff")
     assert data["matches"] and generations(ws) == (writer, writer) and not notes.exists()
+
+
+def test_a_very_long_question_is_cut_and_answered_at_once(workspace: Path,
+                                                          capsys: Capture) -> None:
+    """A pasted log as a question (30,000 characters, thousands of distinct words) is cut to
+    what a search reads, answered within two seconds, and the answer says what was cut."""
+    import time
+
+    ws = archived(workspace, capsys)
+    words = " ".join(f"w{n}Token{n % 7}_{n}" for n in range(3000))
+    question = ("why does the retry loop give up " + words)[:30_000]
+    started = time.monotonic()
+    data = as_json(ws, capsys, "search", question)
+    assert time.monotonic() - started < 2.0
+    cut = data["queryCut"]
+    assert cut["chars"] == len(question) and cut["keptChars"] <= 2000
+    assert cut["keptWords"] <= 64 < cut["words"]
+    assert data["matches"]  # the first words still find the chapter
+    code, out, _ = run(ws, capsys, "search", question)
+    assert code == 0 and "the question was cut" in out
