@@ -17,6 +17,7 @@ from tests.app.archive_workspace import CLAUDE_MAIN, CODEX_FILE, DSH_FILE, make_
 README = Path(__file__).resolve().parents[2] / "README.md"
 RECORDED_CWD = "/home/dev/work/acme-api"  # where the fixtures' sessions ran
 LONG_RUNNING = {"serve"}  # a server until Ctrl-C: tests/adapters/web drives it
+LAID = {"claude-code", "codex", "dsh"}  # the harnesses whose fixtures this test lays
 
 
 def readme_commands(heading: str) -> list[list[str]]:
@@ -77,8 +78,8 @@ def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_readmes_own_commands_run_as_written_on_three_sessions(
         user: Path, capsys: pytest.CaptureFixture[str]) -> None:
     commands = readme_commands("## Use it on your own sessions")
-    assert [c[1] for c in commands][:6] == ["key", "import", "import", "import", "list",
-                                           "search"]
+    assert [c[1] for c in commands][:2] == ["key", "import"] and ["list"] in [
+        c[1:2] for c in commands]
     ran = []
     for argv in commands:
         if argv[1] in LONG_RUNNING:
@@ -86,9 +87,13 @@ def test_the_readmes_own_commands_run_as_written_on_three_sessions(
         capsys.readouterr()
         code = main(argv[1:])
         out, err = capsys.readouterr()
+        if argv[1] == "import" and argv[2] not in LAID:
+            # a harness whose sessions this test lays none of: the error names where it looked
+            assert code == 1 and f"no {argv[2]} session of {user} found under " in err, err
+            continue
         assert code == 0, f"`{' '.join(argv)}` exited {code}:\n{out}{err}"
         ran.append((argv, out))
-    assert len(ran) == len(commands) - 1
+    assert {a[2] for a, _ in ran if a[1] == "import"} == LAID
     listing = dict((" ".join(a), o) for a, o in ran)["chapters list"]
     sessions = [line.split()[0] for line in listing.splitlines() if re.match(r"^\S+  \d{4}-", line)]
     assert len(sessions) == 3, listing  # Claude Code, Codex and DSH, one line each

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from dsh_chapters_fs.storelog import StoreLog
     from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
+    from dsh_chapters_harness.mcp_config import McpConfigInstaller
 
 MIRROR_DIRNAME = ".dsh-knowledge"
 
@@ -93,6 +94,8 @@ class Factories:
     session_files: Callable[[], SessionFiles]
     # `.git/info/exclude` gains the workspace-relative directories it lacks; returns those.
     exclude_from_git: Callable[[Path, Sequence[str]], list[str]]
+    # Gemini CLI's and OpenCode's JSON MCP configuration (`chapters install gemini-cli|opencode`).
+    mcp_config_installer: Callable[[App, tuple[str, ...]], McpConfigInstaller]
 
 
 @dataclass

@@ -29,6 +29,9 @@ from dsh_chapters.services.agents import AppArchive, project_line
 from dsh_chapters.services.importing import ImportResult, import_sessions
 
 AGENTS = ("claude-code", "codex", "dsh")
+# Agents whose MCP configuration is one JSON file (pi reads none: install says so).
+MCP_CONFIG_AGENTS = ("gemini-cli", "opencode", "pi")
+INSTALL_AGENTS = (*AGENTS, *MCP_CONFIG_AGENTS)
 SCOPES = ("project", "local", "user")
 # What the committed project-scope files run: the `chapters` on each teammate's PATH (README,
 # "chapters on your PATH"), never this machine's absolute path, which breaks everyone else's.
@@ -211,7 +214,35 @@ def _import_existing(args: argparse.Namespace, inv: Invocation) -> ImportResult 
         return None
 
 
+def _mcp_config(args: argparse.Namespace, inv: Invocation, verb: str) -> int:
+    """`install`/`uninstall` gemini-cli|opencode|pi: the MCP server in its JSON config."""
+    if args.agent != "codex" and getattr(args, "enable_hooks", False):
+        raise UsageError(f"--enable-hooks is for Codex; {args.agent} runs no hook of ours",
+                         hint=f"run `chapters {verb} {args.agent}`")
+    scope = str(args.scope or "project")
+    if scope == "local":
+        raise UsageError(f"--scope local is Claude Code's; {args.agent} has project and user "
+                         "configuration", hint=f"run `chapters {verb} {args.agent}`")
+    app = inv.app
+    # project scope: files a team commits, so the PATH's `chapters`, as for Claude Code
+    installer = app.factories.mcp_config_installer(app, chapters_command(scope))
+    run = installer.install if verb == "install" else installer.uninstall
+    changes = run(args.agent, scope, app.workspace, _home(inv), inv.env)
+    if verb == "install":
+        steps = [*(_path_warning(inv) if scope == "project" else []),
+                 f"next: restart {args.agent} to load the server; `chapters watch` archives "
+                 "its sessions as they are written"]
+        _emit_changes(inv, "installed", args.agent, scope, changes, steps,
+                      _import_existing(args, inv))
+    else:
+        _emit_changes(inv, "uninstalled", args.agent, scope, changes,
+                      ["the archive itself (.dsh-chapters/) is untouched"])
+    return 0
+
+
 def run_install(args: argparse.Namespace, inv: Invocation) -> int:
+    if args.agent in MCP_CONFIG_AGENTS:
+        return _mcp_config(args, inv, "install")
     scope = _scope(args)
     app = inv.app
     if args.agent == "dsh":
@@ -243,6 +274,8 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
+    if args.agent in MCP_CONFIG_AGENTS:
+        return _mcp_config(args, inv, "uninstall")
     scope = _scope(args)
     app = inv.app
     installer = _installer(app, scope)
@@ -288,14 +321,20 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                         "server and the SessionStart and Stop hooks in $CODEX_HOME/config.toml; "
                         "the hooks flag only with --enable-hooks. "
                         "dsh: a @deepseek-ai/dsh-mcp-client row in $DSH_HOME/cordis.patch.yml. "
+                        "gemini-cli: the MCP server in .gemini/settings.json (project) or "
+                        "~/.gemini/settings.json (user). opencode: the MCP server in "
+                        "opencode.json (project) or ~/.config/opencode/opencode.json (user). "
+                        "pi reads no MCP configuration: nothing to install. "
                         "A backup is written before the first change; other entries are kept.")
-        parser.add_argument("agent", choices=AGENTS, metavar="claude-code|codex|dsh",
+        parser.add_argument("agent", choices=INSTALL_AGENTS, metavar="|".join(INSTALL_AGENTS),
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
-                            help="claude-code only: project (default; .claude/settings.json and "
-                                 ".mcp.json, committed, run `chapters` from the PATH), local "
-                                 "(.claude/settings.local.json and your ~/.claude.json, this "
-                                 "machine's full path) or user (every project of yours)")
+                            help="project (default: files a team commits, which run `chapters` "
+                                 "from the PATH: claude-code's .claude/settings.json and "
+                                 ".mcp.json, gemini-cli's and opencode's project config), local "
+                                 "(claude-code only: .claude/settings.local.json and your "
+                                 "~/.claude.json, this machine's full path) or user (every "
+                                 "project of yours)")
         if verb == "install":
             parser.add_argument("--no-import", action="store_true",
                                 help="do not import this project's existing sessions now")

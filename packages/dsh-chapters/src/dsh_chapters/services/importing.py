@@ -5,6 +5,8 @@ cleanup (Claude Code's `cleanupPeriodDays`, 30 days by default) deletes it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,13 @@ class ImportResult:
         return sum(1 for r in self.reports if r.turns_archived)
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def where_sessions_are(app: App, harness: str, source: str | None) -> str:
     """The folder an import of `harness` reads: `--source`, else where the harness keeps this
     project's sessions (a plugin reader's folders are its own: named by the reader)."""
@@ -69,15 +78,31 @@ def import_sessions(app: App, harness: str, *, source: str | None = None, final:
                          hint="pass the directory that holds the session files")
     result = ImportResult(harness, where_sessions_are(app, harness, source))
     result.files = list(reader.discover(source, str(app.workspace)))
-    for done, file in enumerate(result.files):
-        if on_file is not None:
-            on_file(done, len(result.files), Path(file).name)
-        try:
-            over = final or finality.is_finished(file, app.config)
-            result.reports.append(archive_and_log(app, read_guarded(app, reader, file),
-                                                  final=over))
-        except InputError as exc:
-            result.failures.append((file, exc.message))
+    counted: set[str] = set()
+    # A session inside one file (OpenCode's database) is as idle as that file.
+    backing = getattr(reader, "backing_file", None)
+    with contextlib.ExitStack() as batch:
+        held = 0  # transcript bytes archived in the open writer section
+        for done, file in enumerate(result.files):
+            if on_file is not None:
+                on_file(done, len(result.files), Path(file).name)
+            if not held:
+                # Sessions are archived a batch to a writer section: as each batch ends, the
+                # search index takes in what it wrote (search.md "The freshness rule").
+                batch.enter_context(app.lock.hold(app.config.lock_timeout_ms / 1000))
+            stands_for = backing(file) if callable(backing) else file
+            try:
+                over = final or finality.is_finished(stands_for, app.config)
+                result.reports.append(archive_and_log(app, read_guarded(app, reader, file),
+                                                      final=over))
+            except InputError as exc:  # one unreadable session never stops the others
+                result.failures.append((file, exc.message))
+            # A file holding many sessions counts once, with its first.
+            held += max(_size(stands_for) if stands_for not in counted else 0, 1)
+            counted.add(stands_for)
+            if held >= app.config.import_batch_bytes:
+                batch.close()
+                held = 0
     if on_file is not None:
         on_file(len(result.files), len(result.files), "done")
     result.outcome = sync_point(app) if result.reports else None  # §5.1, as for archive
