@@ -247,3 +247,19 @@ def test_the_dsh_watch_root_follows_dsh_home(monkeypatch: pytest.MonkeyPatch,
     folder = files.project_folder("claude-code", "/home/dev/work/acme-api")
     assert folder is not None and folder.name == "-home-dev-work-acme-api"
     assert CLAUDE_SESSION  # the fixture the other tests archive
+
+
+def test_gemini_and_opencode_project_files_name_chapters_from_the_path_too(
+        run: Runner, tmp_path: Path, home: Path) -> None:
+    workspace = tmp_path / "acme-api"
+    assert run("install", "gemini-cli", "--no-import").code == 0
+    assert run("install", "opencode", "--no-import").code == 0
+    for committed in (workspace / ".gemini" / "settings.json", workspace / "opencode.json"):
+        text = committed.read_text(encoding="utf-8")
+        assert str(tmp_path) not in text and '"chapters"' in text, text
+    assert run("install", "opencode", "--scope", "user", "--no-import").code == 0
+    user = (home / ".config" / "opencode" / "opencode.json").read_text(encoding="utf-8")
+    assert '"chapters"' not in user  # this machine's own file: the full path
+    for agent in ("gemini-cli", "opencode"):
+        assert run("uninstall", agent).code == 0
+    assert not (workspace / "opencode.json").exists()
