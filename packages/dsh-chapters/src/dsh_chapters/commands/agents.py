@@ -25,6 +25,9 @@ from dsh_chapters.present import error_text
 from dsh_chapters.services.agents import AppArchive, project_line
 
 AGENTS = ("claude-code", "codex", "dsh")
+# Agents whose MCP servers live in a JSON file of their own (mcp_json_install.py): no hooks.
+MCP_JSON_AGENTS = ("cursor", "copilot-cli")
+INSTALL_AGENTS = (*AGENTS, *MCP_JSON_AGENTS, "aider")
 SCOPES = ("project", "user")
 # Claude Code's own kill switch sits past the hook's budget, so our watchdog always speaks first.
 CLAUDE_TIMEOUT_MARGIN_S = 10
@@ -132,7 +135,21 @@ def _installer(app: App) -> Any:
     return app.factories.installer(app, chapters_command(), timeout)
 
 
+MCP_JSON_STEPS = {
+    "cursor": "next: restart Cursor and `cursor-agent` to load the server; `chapters watch` "
+              "archives their sessions live, `chapters import cursor` at once",
+    "copilot-cli": "next: start a new Copilot CLI session (`/mcp` lists the server); `chapters "
+                   "watch` archives its sessions live, `chapters import copilot-cli` at once",
+}
+
+
 def _scope(args: argparse.Namespace) -> str:
+    if args.agent == "aider":
+        raise UsageError("aider reads no MCP configuration, so install and uninstall have nothing to do",
+                         hint="`chapters import aider` archives its .aider.chat.history.md; "
+                              "`chapters watch` keeps doing so as you work")
+    if args.agent in MCP_JSON_AGENTS:
+        return str(args.scope or ("project" if args.agent == "cursor" else "user"))
     if args.agent == "dsh":
         if args.scope is not None:
             raise UsageError(f"--scope {args.scope}: DSH has one cordis.patch.yml per user "
@@ -167,6 +184,15 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
         _emit_changes(inv, "installed", args.agent, scope, changes, DSH_STEPS)
         return 0
     installer = _installer(app)
+    if args.agent in MCP_JSON_AGENTS:
+        if args.enable_hooks:
+            raise UsageError(f"--enable-hooks is for Codex; {args.agent} gets the MCP server only",
+                             hint=f"run `chapters install {args.agent}`")
+        json_installer, target = installer.mcp_json(args.agent, scope, app.workspace,
+                                                    _home(inv), inv.env)
+        _emit_changes(inv, "installed", args.agent, scope, json_installer.install(target),
+                      [MCP_JSON_STEPS[args.agent]])
+        return 0
     if args.agent == "codex":
         changes = installer.install_codex(codex_home(inv), enable_hooks=args.enable_hooks)
         steps = ["next: restart Codex (it may ask you to review the new hooks in /hooks); "
@@ -188,7 +214,11 @@ def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
     scope = _scope(args)
     app = inv.app
     installer = _installer(app)
-    if args.agent == "dsh":
+    if args.agent in MCP_JSON_AGENTS:
+        json_installer, target = installer.mcp_json(args.agent, scope, app.workspace,
+                                                    _home(inv), inv.env)
+        changes = json_installer.uninstall(target)
+    elif args.agent == "dsh":
         changes = app.factories.dsh_installer(app, chapters_command()).uninstall(dsh_home(inv))
     elif args.agent == "codex":
         changes = installer.uninstall_codex(codex_home(inv))
@@ -230,11 +260,16 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                         "server and the SessionStart and Stop hooks in $CODEX_HOME/config.toml; "
                         "the hooks flag only with --enable-hooks. "
                         "dsh: a @deepseek-ai/dsh-mcp-client row in $DSH_HOME/cordis.patch.yml. "
+                        "cursor: the MCP server in .cursor/mcp.json (project) or "
+                        "~/.cursor/mcp.json (user). copilot-cli: the MCP server in "
+                        "$COPILOT_HOME/mcp-config.json (user; ~/.copilot) or .github/mcp.json "
+                        "(project). aider reads no MCP configuration. "
                         "A backup is written before the first change; other entries are kept.")
-        parser.add_argument("agent", choices=AGENTS, metavar="claude-code|codex|dsh",
+        parser.add_argument("agent", choices=INSTALL_AGENTS, metavar="|".join(INSTALL_AGENTS),
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
-                            help="claude-code only: this project (default) or your user")
+                            help="claude-code and cursor: this project (default) or your user; "
+                                 "copilot-cli: your user (default) or this project")
         if verb == "install":
             parser.add_argument("--enable-hooks", action="store_true",
                                 help="codex only: also turn on Codex's hooks feature flag "
