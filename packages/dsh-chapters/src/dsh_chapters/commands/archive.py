@@ -205,7 +205,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                     "(DSH event log, Claude Code or Codex transcript) into topic chapters under "
                     ".dsh-chapters/. No model, no network; running it again writes nothing new.")
     archive.add_argument("path", help="the session file (.jsonl)")
-    archive.add_argument("--harness", default=AUTO, metavar="auto|dsh|claude-code|codex",
+    archive.add_argument("--harness", default=AUTO,
+                         metavar="auto|dsh|claude-code|codex|cursor|copilot-cli|aider",
                          help="the file's format (default: auto, from its first bytes)")
     archive.add_argument("--final", action="store_true", help=FINAL_HELP)
     archive.set_defaults(run=run_archive)
@@ -215,9 +216,12 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description="Archive every DSH session of this project (under $DSH_HOME/sessions, "
                     "by its normalized cwd and the log's own cwd), every Claude Code session of "
                     "this project (matched by its directory) or every Codex rollout whose cwd is "
-                    "this project; with --source, every session file under DIR. Re-running adds "
+                    "this project; every Cursor transcript and IDE chat, Copilot CLI session or "
+                    "Aider chat history of this project (docs/formats.md says where each is "
+                    "kept); with --source, every session file under DIR. Re-running adds "
                     "no file.")
-    imp.add_argument("harness", metavar="dsh|claude-code|codex", help="whose sessions to import")
+    imp.add_argument("harness", metavar="dsh|claude-code|codex|cursor|copilot-cli|aider",
+                     help="whose sessions to import")
     imp.add_argument("--source", metavar="DIR", help="import the session files under DIR")
     imp.add_argument("--final", action="store_true",
                      help=FINAL_HELP + "; without it, a file idle for sessionFinalAfterMinutes "
