@@ -338,6 +338,10 @@ class AiderReader:
             started_at=state.started_at,
         )
 
+    def watch_roots(self, cwd: str) -> list[Path]:
+        """What `chapters watch` watches: the history file itself (never the whole repository)."""
+        return history_files(cwd)
+
     def discover(self, source: str | None, cwd: str) -> list[str]:
         """Every history file under `source`, or this project's: `$AIDER_CHAT_HISTORY_FILE`,
         the `chat-history-file` of the project's .aider.conf.yml, else

@@ -443,6 +443,10 @@ class CopilotCliReader:
             started_at=state.started_at,
         )
 
+    def watch_roots(self, cwd: str) -> list[Path]:
+        """What `chapters watch` watches: the folder of every session's state."""
+        return [copilot_home() / SESSION_STATE]
+
     def discover(self, source: str | None, cwd: str) -> list[str]:
         """Sessions under `source` (any Copilot CLI events file), or those under
         `$COPILOT_HOME/session-state` (default ~/.copilot) that started in this project."""

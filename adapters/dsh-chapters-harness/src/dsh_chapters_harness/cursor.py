@@ -292,6 +292,11 @@ class CursorReader:
             hint="run `chapters import cursor --source DIR` for every chat under DIR, or "
                  "archive one as PATH#<chat id> with --harness cursor")
 
+    def watch_roots(self, cwd: str) -> list[Path]:
+        """What `chapters watch` watches: the agent's project folders (the IDE's database is
+        read by `chapters import cursor`)."""
+        return [cursor_home() / "projects"]
+
     def discover(self, source: str | None, cwd: str) -> list[str]:
         """Transcripts and IDE chats under `source`, or this project's: the transcripts under
         ~/.cursor/projects/<slug>/agent-transcripts/ and the chats of the IDE's global

@@ -145,7 +145,8 @@ MCP_JSON_STEPS = {
 
 def _scope(args: argparse.Namespace) -> str:
     if args.agent == "aider":
-        raise UsageError("aider reads no MCP configuration, so install and uninstall have nothing to do",
+        raise UsageError("aider reads no MCP configuration, so install and uninstall have "
+                         "nothing to do",
                          hint="`chapters import aider` archives its .aider.chat.history.md; "
                               "`chapters watch` keeps doing so as you work")
     if args.agent in MCP_JSON_AGENTS:
