@@ -111,6 +111,13 @@ def test_every_input_ends_the_turn_before_it_and_so_does_a_new_run(tmp_path: Pat
         "/tokens", "/ex"]  # a unique prefix of /exit is a command too
 
 
+def test_a_last_line_of_spaces_is_an_empty_line(tmp_path: Path) -> None:
+    transcript = _read(tmp_path, "\n# aider chat started at 2026-01-02 10:00:00\n\n"
+                                 "\n#### Fix these:  \n####   \n#### - the import  \n####  \n")
+    assert [e.text for e in transcript.events if isinstance(e, UserMessage)] == [
+        "Fix these:\n\n- the import\n"]
+
+
 def test_words_that_only_look_like_a_command_are_a_prompt(tmp_path: Path) -> None:
     transcript = _read(tmp_path, "\n# aider chat started at 2026-01-02 10:00:00\n\n"
                                  "\n#### /usr/bin/env is missing on the runner  \n")

@@ -165,8 +165,11 @@ def _starts_other_block(line: str) -> bool:
 
 
 def _user_text(lines: tuple[str, ...]) -> str:
-    """What the user typed: each line without `#### ` and the two spaces aider appended."""
-    return "\n".join(line[len(_USER):].removesuffix(_BREAK) for line in lines)
+    """What the user typed: each line without `####␣` and the two spaces aider appended. Aider
+    strips the message's trailing whitespace before appending them, so a last line of spaces
+    is `####␣␣`: an empty line."""
+    return "\n".join(line[len(_USER) - 1:].removesuffix(_BREAK).removeprefix(" ")
+                     for line in lines)
 
 
 def _tool_text(lines: tuple[str, ...]) -> str:
