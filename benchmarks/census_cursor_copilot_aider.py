@@ -2,9 +2,11 @@
 
 For every file: its lines imported / skipped (by rule) / unknown (by type) / malformed, the
 prompts and replies the file holds (found here from the raw file, not by the reader) and
-whether each is in the transcript verbatim, and the chapters a final archive of the file
-writes into a fresh store (zero-chapter files are listed with what they hold). Targets: 0
-unknown, 0 malformed, every prompt and reply present.
+whether each is in the transcript verbatim, the chapters a final archive of the file writes
+into a fresh store (zero-chapter files are listed with what they hold), and the harness kit's
+checks run on the real file as on a fixture (prefixes never complete a turn the whole file
+lacks, a half-written last line, re-reads, damaged copies). Targets: 0 unknown, 0 malformed,
+every prompt and reply present, every kit check passed.
 
     python benchmarks/census_cursor_copilot_aider.py [--data DIR]
     python benchmarks/census_cursor_copilot_aider.py --assemble-aider MIRRORS [--data DIR]
@@ -43,6 +45,12 @@ from dsh_chapters_core.events import (
     Transcript,
     UserMessage,
 )
+from dsh_chapters_core.testing.harness_contract import (
+    HARNESS_CHECKS,
+    HarnessContractError,
+    HarnessSample,
+    run_harness_check,
+)
 from dsh_chapters_core.turns import split_turns
 from dsh_chapters_harness.aider import AiderReader
 from dsh_chapters_harness.copilot_cli import CopilotCliReader
@@ -54,6 +62,12 @@ AIDER_TSV = HERE / "aider_histories.tsv"
 DEFAULT_DATA = os.environ.get("DSH_OTHERS_DATA", "/work/data/others")
 
 Expected = tuple[list[str], list[str]]  # (prompts, replies) as the raw file holds them
+# The harness kit's checks that need no list of texts, run on each real file as on a fixture:
+# its line-boundary prefixes never complete a turn the whole file does not have, and so on.
+KIT_CHECKS = tuple(c for c in HARNESS_CHECKS if c.name in {
+    "every_line_accounted", "completeness_guard", "idempotent_reread", "truncated_last_line",
+    "bad_input"})
+KIT_PREFIXES = 24
 
 
 # ---- what each file holds, read from the raw bytes ----------------------------------------
@@ -115,10 +129,12 @@ def aider_expected(raw: str) -> Expected:
 
 
 # ---- the census ---------------------------------------------------------------------------
-HARNESSES: dict[str, tuple[str, Callable[[], Any], Callable[[str], Expected], str]] = {
-    "cursor": ("cursor-agent", CursorReader, cursor_expected, "*.jsonl"),
-    "copilot-cli": ("copilot-cli", CopilotCliReader, copilot_expected, "*.jsonl"),
-    "aider": ("aider", AiderReader, aider_expected, "*.md"),
+HARNESSES: dict[str, tuple[str, Callable[[], Any], Callable[[str], Expected], str, str]] = {
+    # name: (data folder, reader, what the raw file holds, files, the name the kit writes)
+    "cursor": ("cursor-agent", CursorReader, cursor_expected, "*.jsonl", "t.jsonl"),
+    "copilot-cli": ("copilot-cli", CopilotCliReader, copilot_expected, "*.jsonl",
+                    "s/events.jsonl"),
+    "aider": ("aider", AiderReader, aider_expected, "*.md", ".aider.chat.history.md"),
 }
 
 
@@ -142,6 +158,20 @@ def _workspace(root: Path) -> Path:
     (ws / ".dsh-chapters" / "config.toml").write_text(
         'projectKey = "github.com/census/others"\nharnessId = "census"\n', encoding="utf-8")
     return ws
+
+
+def kit_failures(path: Path, make_reader: Callable[[], Any], turns: int,
+                 filename: str) -> list[str]:
+    """The kit's checks that fail on this real file (their names and first words)."""
+    sample = HarnessSample(filename=filename, data=path.read_bytes(), texts=(), turns=turns,
+                           max_prefixes=KIT_PREFIXES)
+    failed = []
+    for check in KIT_CHECKS:
+        try:
+            run_harness_check(check, make_reader, sample)
+        except HarnessContractError as exc:
+            failed.append(str(exc)[:120])
+    return failed
 
 
 def census_file(path: Path, reader: Any, expect: Callable[[str], Expected],
@@ -179,9 +209,12 @@ def census(data: Path, names: list[str]) -> dict[str, Any]:
         env = {**os.environ, "DSH_HOME": str(Path(tmp) / "dsh-home"),
                "HOME": str(Path(tmp) / "home")}
         for name in names:
-            folder, make_reader, expect, pattern = HARNESSES[name]
+            folder, make_reader, expect, pattern, kit_name = HARNESSES[name]
             files = sorted((data / folder).glob(pattern))
             rows = [census_file(p, make_reader(), expect, Path(tmp) / name, env) for p in files]
+            for path, row in zip(files, rows, strict=True):
+                row["kitFailures"] = kit_failures(path, make_reader, row["turnsComplete"],
+                                                  kit_name)
             rules: Counter[str] = Counter()
             unknown: Counter[str] = Counter()
             for row in rows:
@@ -194,6 +227,8 @@ def census(data: Path, names: list[str]) -> dict[str, Any]:
                 "folder": folder, "files": len(rows), **total,
                 "skipRules": dict(sorted(rules.items())), "unknownTypes": dict(unknown),
                 "malformedFiles": [r["file"] for r in rows if r["malformed"]],
+                "kitChecks": len(rows) * len(KIT_CHECKS),
+                "kitChecksFailed": sum(len(r["kitFailures"]) for r in rows),
                 "zeroChapterFiles": [{"file": r["file"], "prompts": r["prompts"],
                                       "replies": r["replies"], "lines": r["lines"]}
                                      for r in rows if r["chapters"] == 0],
@@ -229,7 +264,8 @@ def _line(name: str, figures: dict[str, Any]) -> str:
             f"{figures['unknown']} unknown, {figures['malformed']} malformed; prompts "
             f"{figures['promptsPresent']}/{figures['prompts']}, replies "
             f"{figures['repliesPresent']}/{figures['replies']}; {figures['chapters']} chapters, "
-            f"{len(figures['zeroChapterFiles'])} zero-chapter files")
+            f"{len(figures['zeroChapterFiles'])} zero-chapter files; kit checks "
+            f"{figures['kitChecks'] - figures['kitChecksFailed']}/{figures['kitChecks']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, f in figures.items():
         print(_line(name, f))
     print(f"figures: {RESULTS.relative_to(HERE.parent)}")
-    bad = [n for n, f in figures.items() if f["unknown"] or f["malformed"]
+    bad = [n for n, f in figures.items() if f["unknown"] or f["malformed"] or f["kitChecksFailed"]
            or f["promptsPresent"] != f["prompts"] or f["repliesPresent"] != f["replies"]]
     return 1 if bad else 0
 
