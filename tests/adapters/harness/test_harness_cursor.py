@@ -326,3 +326,15 @@ def test_list_composers_skips_chats_without_messages(tmp_path: Path) -> None:
     db = _db_with_one_chat(tmp_path, "/w")
     chats = list_composers(db)
     assert [(c.composer_id, c.workspace, c.messages) for c in chats] == [(CHAT, "/w", 10)]
+
+
+def test_a_chat_row_that_is_not_json_is_passed_over_by_discovery(tmp_path: Path) -> None:
+    db = _db_with_one_chat(tmp_path, "/w")
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO cursorDiskKV VALUES (?, ?)",
+                     ("composerData:broken", "{not json"))
+        conn.execute("INSERT INTO cursorDiskKV VALUES (?, ?)",
+                     ("composerData:blob", json.dumps(_chat("/w", [("b1", 1)])).encode()))
+    conn.close()
+    chats = sorted((c.composer_id, c.messages) for c in list_composers(db))
+    assert chats == [(CHAT, 10), ("blob", 1)]

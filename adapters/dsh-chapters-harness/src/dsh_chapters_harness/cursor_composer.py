@@ -132,23 +132,55 @@ def _load(raw: Any) -> tuple[Any, int]:
     return json.loads(text), replaced
 
 
+_SUMMARY = """
+SELECT key,
+       json_extract(CAST(value AS TEXT), '$.workspaceIdentifier.uri.fsPath'),
+       json_extract(CAST(value AS TEXT), '$.trackedGitRepos'),
+       COALESCE(json_array_length(CAST(value AS TEXT), '$.fullConversationHeadersOnly'), 0),
+       COALESCE(json_array_length(CAST(value AS TEXT), '$.conversation'), 0)
+FROM cursorDiskKV WHERE key >= ? AND key < ?
+"""
+
+
 def list_composers(db: str | Path) -> list[Composer]:
-    """Every chat of the database that holds at least one message."""
-    found: list[Composer] = []
+    """Every chat of the database that holds at least one message.
+
+    A chat's row can hold megabytes (file states, code blocks): SQLite's JSON functions read
+    the few fields discovery needs in place. A database where they fail (no JSON support, a
+    row that is not JSON) is read row by row instead, skipping the rows that do not parse."""
     with _readonly(str(db)) as conn:
-        rows = conn.execute("SELECT key, value FROM cursorDiskKV WHERE key >= ? AND key < ?",
-                            (COMPOSER_PREFIX, COMPOSER_PREFIX + "\uffff"))
-        for key, raw in rows:
-            try:
-                data, _ = _load(raw)
-            except ValueError:
-                continue
-            if not isinstance(data, dict):
-                continue
-            count = len(_order(data))
-            if count:
-                workspace, repos = _places(data)
-                found.append(Composer(key[len(COMPOSER_PREFIX):], workspace, repos, count))
+        bounds = (COMPOSER_PREFIX, COMPOSER_PREFIX + "\uffff")
+        try:
+            rows = conn.execute(_SUMMARY, bounds).fetchall()
+        except sqlite3.OperationalError:
+            return _list_composers_slowly(conn, bounds)
+    found: list[Composer] = []
+    for key, workspace, repos_json, headers, inline in rows:
+        count = headers or inline
+        if not count:
+            continue
+        try:
+            repos = json.loads(repos_json) if isinstance(repos_json, str) else []
+        except ValueError:
+            repos = []
+        _, paths = _places({"trackedGitRepos": repos})
+        found.append(Composer(key[len(COMPOSER_PREFIX):],
+                              workspace if isinstance(workspace, str) else "", paths, count))
+    return found
+
+
+def _list_composers_slowly(conn: sqlite3.Connection, bounds: tuple[str, str]) -> list[Composer]:
+    found: list[Composer] = []
+    for key, raw in conn.execute("SELECT key, value FROM cursorDiskKV WHERE key >= ? AND key < ?",
+                                 bounds):
+        try:
+            data, _ = _load(raw)
+        except ValueError:
+            continue
+        count = len(_order(data)) if isinstance(data, dict) else 0
+        if count:
+            workspace, repos = _places(data)
+            found.append(Composer(key[len(COMPOSER_PREFIX):], workspace, repos, count))
     return found
 
 
