@@ -167,3 +167,18 @@ def test_discover_looks_where_aider_writes(tmp_path: Path,
     (project / "readme.md").write_text("# readme\n")
     assert sorted(AiderReader().discover(str(project), "/x")) == sorted(
         [str(default), str(custom)])
+
+
+def test_a_logged_confirmation_is_never_a_prompt(tmp_path: Path) -> None:
+    confirm = ("#### Add file to the chat? (Y)es/(N)o/(A)ll/(S)kip all/(D)on't ask again "
+               "[Yes]: all  \n")
+    transcript = _read(tmp_path, "\n# aider chat started at 2026-01-02 10:00:00\n\n"
+                                 f"\n#### /add src  \n> Added src/a.py to the chat  \n\n{confirm}"
+                                 f"\n{confirm}")
+    assert not [e for e in transcript.events if isinstance(e, UserMessage)]
+    [run] = [e for e in transcript.events if isinstance(e, CommandRun)]
+    assert run.output.startswith("Added src/a.py to the chat\nAdd file to the chat?")
+    assert run.output.count("[Yes]: all") == 2  # both answers belong to the command
+    alone = _read(tmp_path, f"\n# aider chat started at 2026-01-02 10:00:00\n\n\n{confirm}",
+                  name="b.md")
+    assert [type(e).__name__ for e in alone.events] == ["HostInjection"]

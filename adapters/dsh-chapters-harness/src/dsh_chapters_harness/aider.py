@@ -221,25 +221,27 @@ class _AiderRead:
             self.first_header = self.first_header or block.lines[0]
             self.turns.end_after_conversation()  # a new run: the last one is over
         elif block.kind == "user":
-            return self._input(block)
+            return self._input(block, previous_command)
         elif block.kind == "tool":
-            text = _tool_text(block.lines)
-            if previous_command is not None:
-                output = f"{previous_command.output}\n{text}" if previous_command.output else text
-                amended = CommandRun(previous_command.seq, previous_command.command, output,
-                                     previous_command.time)
-                self.turns.amend(previous_command, amended)
-                self.command = amended
-            elif self.turns.turn_open:
-                call_id = f"{TOOL_NAME}-{block.first}"
-                self.turns.conversation(ToolCall(block.first, call_id, TOOL_NAME, "", self.time))
-                self.turns.conversation(ToolResult(block.first, call_id, text, False, self.time))
-            else:
-                self.turns.ambient(
-                    HostInjection(block.first, InjectionKind.RUNTIME_CONTEXT, text, self.time))
+            self._output(block.first, _tool_text(block.lines), previous_command)
         else:
             self._reply(block.first, "\n".join(block.lines).strip())
         return IMPORTED
+
+    def _output(self, seq: int, text: str, command: CommandRun | None) -> None:
+        """Aider's own output: the output of the command before it, else inside a turn the
+        result of what aider did with the reply, else (the start-up banner) runtime context."""
+        if command is not None:
+            output = f"{command.output}\n{text}" if command.output else text
+            amended = CommandRun(command.seq, command.command, output, command.time)
+            self.turns.amend(command, amended)
+            self.command = amended
+        elif self.turns.turn_open:
+            call_id = f"{TOOL_NAME}-{seq}"
+            self.turns.conversation(ToolCall(seq, call_id, TOOL_NAME, "", self.time))
+            self.turns.conversation(ToolResult(seq, call_id, text, False, self.time))
+        else:
+            self.turns.ambient(HostInjection(seq, InjectionKind.RUNTIME_CONTEXT, text, self.time))
 
     def _reply(self, seq: int, text: str) -> None:
         """The model's reply; reasoning aider wrapped in its own tag becomes reasoning."""
@@ -250,17 +252,16 @@ class _AiderRead:
         if text:
             self.turns.conversation(AssistantMessage(seq, text, self.time))
 
-    def _input(self, block: _Block) -> Outcome:
+    def _input(self, block: _Block, previous_command: CommandRun | None) -> Outcome:
         text = _user_text(block.lines)
         seq = block.first
         if text == _BLANK_INPUT:
             self.turns.end_after_conversation()  # an empty input: aider was idle
             return skipped("blank-input")
-        if _CONFIRMATION.search(text) and self.turns.turn_open:
-            # An answer aider gave for the user ("All" earlier), logged as if typed.
-            call_id = f"{TOOL_NAME}-{seq}"
-            self.turns.conversation(ToolCall(seq, call_id, TOOL_NAME, "", self.time))
-            self.turns.conversation(ToolResult(seq, call_id, text, False, self.time))
+        if _CONFIRMATION.search(text):
+            # An answer aider gave for the user ("All" earlier), logged as if typed: aider's
+            # output (of the command before it, if any), never a prompt.
+            self._output(seq, text, previous_command)
             return IMPORTED
         command = _command_name(text)
         if command is None or command in PROMPT_COMMANDS:
