@@ -36,6 +36,7 @@ def test_the_fixture_reads_as_its_turns_each_prompt_with_its_reply() -> None:
     transcript = AiderReader().read(str(FIXTURE))
     assert transcript.session_id == "aider-20261120-091403"
     assert transcript.started_at == "2026-11-20T09:14:03"
+    assert not any(e.time for e in transcript.events)  # aider times its runs, not its records
     assert transcript.cwd == str(FIXTURE.parent)
     account = transcript.account
     assert (account.unknown, account.malformed, account.truncated_tail) == (0, 0, False)

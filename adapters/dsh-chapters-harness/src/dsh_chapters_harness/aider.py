@@ -4,6 +4,8 @@ Aider appends its chat to this markdown file as it goes (aider/io.py, `append_ch
 the format is unchanged since May 2023):
 
 - `# aider chat started at 2025-12-03 14:43:45`: a run of aider starts (after a blank line);
+  the only time aider writes (local time), so the session's start is the first run's and no
+  event carries a time;
 - `#### <line>␣␣`: a line the user typed; a message of several lines is several such lines,
   written after a blank line (an empty line is `####␣␣␣`; an empty input is `#### <blank>`);
 - `> <message>␣␣`: aider's own output (files added, edits applied, commits, token counts,
@@ -201,14 +203,17 @@ def _iso(match: re.Match[str]) -> str:
 
 
 class _AiderRead:
-    """The blocks of one history file into events."""
+    """The blocks of one history file into events.
+
+    Aider writes no time on a record, only each run's start. An event's time is its record's
+    own or none: a run's start on every record of a long run would read as a session idle for
+    hours (finality by a record's own time), so events carry none."""
 
     def __init__(self) -> None:
         self.turns = TurnAssembler()
         self.command: CommandRun | None = None  # a command whose output may follow
         self.started_at = ""
         self.first_header = ""
-        self.time = ""  # the start of the current run: aider writes no other time
 
     def block(self, block: _Block) -> Outcome:
         """The block's events; what its lines became."""
@@ -216,8 +221,7 @@ class _AiderRead:
         if block.kind == "header":
             match = _HEADER.match(block.lines[0])
             assert match is not None
-            self.time = _iso(match)
-            self.started_at = self.started_at or self.time
+            self.started_at = self.started_at or _iso(match)
             self.first_header = self.first_header or block.lines[0]
             self.turns.end_after_conversation()  # a new run: the last one is over
         elif block.kind == "user":
@@ -238,19 +242,19 @@ class _AiderRead:
             self.command = amended
         elif self.turns.turn_open:
             call_id = f"{TOOL_NAME}-{seq}"
-            self.turns.conversation(ToolCall(seq, call_id, TOOL_NAME, "", self.time))
-            self.turns.conversation(ToolResult(seq, call_id, text, False, self.time))
+            self.turns.conversation(ToolCall(seq, call_id, TOOL_NAME, ""))
+            self.turns.conversation(ToolResult(seq, call_id, text, False))
         else:
-            self.turns.ambient(HostInjection(seq, InjectionKind.RUNTIME_CONTEXT, text, self.time))
+            self.turns.ambient(HostInjection(seq, InjectionKind.RUNTIME_CONTEXT, text))
 
     def _reply(self, seq: int, text: str) -> None:
         """The model's reply; reasoning aider wrapped in its own tag becomes reasoning."""
         thinking = _REASONING.match(text)
         if thinking is not None:
-            self.turns.conversation(Reasoning(seq, thinking.group(1), self.time))
+            self.turns.conversation(Reasoning(seq, thinking.group(1)))
             text = text[thinking.end():]
         if text:
-            self.turns.conversation(AssistantMessage(seq, text, self.time))
+            self.turns.conversation(AssistantMessage(seq, text))
 
     def _input(self, block: _Block, previous_command: CommandRun | None) -> Outcome:
         text = _user_text(block.lines)
@@ -265,10 +269,10 @@ class _AiderRead:
             return IMPORTED
         command = _command_name(text)
         if command is None or command in PROMPT_COMMANDS:
-            self.turns.prompt(UserMessage(seq, text, self.time))
+            self.turns.prompt(UserMessage(seq, text))
             return IMPORTED
         self.turns.end_after_conversation()  # aider runs a command only while idle
-        run = CommandRun(seq, text, "", self.time)
+        run = CommandRun(seq, text, "")
         self.turns.ambient(run)
         self.command = run
         return IMPORTED
