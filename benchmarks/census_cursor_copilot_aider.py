@@ -286,9 +286,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     figures = census(data, args.names)
     RESULTS.parent.mkdir(exist_ok=True)
-    summary = {name: {k: v for k, v in f.items() if k != "rows"} for name, f in figures.items()}
-    RESULTS.write_text(json.dumps({"summary": summary, "files": {
-        name: f["rows"] for name, f in figures.items()}}, indent=2, ensure_ascii=False) + "\n")
+    # A run of some harnesses keeps the others' last figures.
+    kept = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"summary": {}, "files": {}}
+    for name, f in figures.items():
+        kept["summary"][name] = {k: v for k, v in f.items() if k != "rows"}
+        kept["files"][name] = f["rows"]
+    RESULTS.write_text(json.dumps(kept, indent=2, ensure_ascii=False) + "\n")
     for name, f in figures.items():
         print(_line(name, f))
     print(f"figures: {RESULTS.relative_to(HERE.parent)}")
