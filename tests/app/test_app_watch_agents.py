@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,8 @@ NEW = ("cursor", "copilot-cli", "aider")
 def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ws = make_workspace(tmp_path / "acme-api")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    monkeypatch.setattr("sys.platform", "linux")
     monkeypatch.setenv("DSH_HOME", str(tmp_path / "dsh-home"))
     monkeypatch.setenv("DSH_CHAPTERS_HARNESS_ID", "laptop")
     monkeypatch.delenv("COPILOT_HOME", raising=False)
@@ -47,7 +51,8 @@ def test_the_watcher_looks_at_each_harness_s_folder_and_at_aider_s_file(ws: Path
     home = Path(os.environ["HOME"])
     history = ws / ".aider.chat.history.md"
     live = LiveArchive(bootstrap(ws, dict(os.environ)), NEW)
-    assert live.roots() == [home / ".cursor" / "projects",
+    global_storage = home / ".config" / "Cursor" / "User" / "globalStorage"
+    assert live.roots() == [home / ".cursor" / "projects", global_storage,
                             home / ".copilot" / "session-state", history]
     assert existing_roots(live.roots()) == []  # nothing there yet: nothing to watch
     shutil.copy(AGENTS / fx.AIDER_FILE, history)
@@ -115,3 +120,41 @@ def test_a_watcher_archives_aider_and_copilot_turns_as_they_complete(
     assert "It retries `retry_limit` times with backoff." in bodies
     assert fx.COPILOT_REPLIES[2] in bodies
     assert json.dumps(ready)  # the ready line is JSON like every other
+
+
+def _ide_chat(db: Path, chat: str, ws: Path, turns: int) -> None:
+    """Cursor's global database holding one chat of `ws` with `turns` finished turns."""
+    headers = [{"bubbleId": f"{kind}{n}", "type": 1 if kind == "u" else 2}
+               for n in range(turns) for kind in ("u", "a")]
+    rows = [(f"composerData:{chat}", json.dumps({
+        "composerId": chat, "status": "completed", "createdAt": 1795165200000,
+        "workspaceIdentifier": {"uri": {"fsPath": str(ws)}},
+        "fullConversationHeadersOnly": headers}))]
+    rows += [(f"bubbleId:{chat}:u{n}", json.dumps({"type": 1, "text": f"Question {n}?"}))
+             for n in range(turns)]
+    rows += [(f"bubbleId:{chat}:a{n}", json.dumps({"type": 2, "text": f"Answer {n}."}))
+             for n in range(turns)]
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS cursorDiskKV "
+                     "(key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB)")
+        conn.executemany("INSERT INTO cursorDiskKV VALUES (?, ?)", rows)
+    conn.close()
+
+
+def test_an_ide_chat_is_archived_again_when_its_database_changes(ws: Path) -> None:
+    home = Path(os.environ["HOME"])
+    db = home / ".config" / "Cursor" / "User" / "globalStorage" / "state.vscdb"
+    chat = "5e4d3c2b-1a09-4876-9543-210fedcba987"
+    _ide_chat(db, chat, ws, 1)
+    live = LiveArchive(bootstrap(ws, dict(os.environ)), ("cursor",))
+    live.discover()
+    [done] = live.pass_over()
+    assert done.path == f"{db}#{chat}" and done.report is not None
+    assert done.report.turns_archived == 1
+    _ide_chat(db, chat, ws, 2)  # the IDE answers a second question
+    later = time.time() + 5
+    os.utime(db, (later, later))
+    [again] = live.pass_over({str(db)})
+    assert again.report is not None and again.report.turns_archived == 1
+    assert live.pass_over({str(db)}) == []  # nothing new: not read again

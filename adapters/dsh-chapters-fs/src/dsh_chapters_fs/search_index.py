@@ -585,8 +585,16 @@ class SqliteSearchIndex:
                 f"({','.join('?' * len(chunk))})", chunk))
         return out
 
-    def count(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM docs").fetchone()[0])
+    def chapter_shas(self) -> Mapping[str, str]:
+        return {str(p): str(s) for p, s in self.db.execute(
+            "SELECT path, sha256 FROM docs WHERE kind = 'chapter'")}
+
+    def count(self, prefix: str = "") -> int:
+        if not prefix:
+            return int(self.db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        # A range on the unique path index: every path that starts with `prefix`.
+        return int(self.db.execute("SELECT count(*) FROM docs WHERE path >= ? AND path < ?",
+                                   (prefix, prefix + "\U0010ffff")).fetchone()[0])
 
 
 def _tier(rows: int) -> int:

@@ -293,9 +293,14 @@ class CursorReader:
                  "archive one as PATH#<chat id> with --harness cursor")
 
     def watch_roots(self, cwd: str) -> list[Path]:
-        """What `chapters watch` watches: the agent's project folders (the IDE's database is
-        read by `chapters import cursor`)."""
-        return [cursor_home() / "projects"]
+        """What `chapters watch` watches: the agent's project folders and the IDE's
+        globalStorage folder (its database and write-ahead log)."""
+        return [cursor_home() / "projects", cursor_composer.global_db().parent]
+
+    def backing_file(self, path: str) -> str:
+        """For `chapters import` and `watch`: the file whose size and time stand for a
+        session's (an IDE chat's are its database's)."""
+        return cursor_composer.backing_file(path)
 
     def discover(self, source: str | None, cwd: str) -> list[str]:
         """Transcripts and IDE chats under `source`, or this project's: the transcripts under

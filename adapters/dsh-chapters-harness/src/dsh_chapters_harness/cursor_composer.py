@@ -106,6 +106,21 @@ def chat_path(db: str | Path, composer_id: str) -> str:
     return f"{db}{SELECTOR}{composer_id}"
 
 
+def backing_file(path: str) -> str:
+    """The file whose writes show a chat's: the database's write-ahead log when it is the
+    newer (SQLite writes there first), else the database; a transcript is its own file."""
+    db, composer_id = split_selector(path)
+    if not composer_id:
+        return path
+    wal = db + "-wal"
+    try:
+        if os.stat(wal).st_mtime >= os.stat(db).st_mtime:
+            return wal
+    except OSError:
+        pass
+    return db
+
+
 @contextmanager
 def _readonly(db: str) -> Iterator[sqlite3.Connection]:
     """The database opened read-only; an unreadable one is an InputError with a next step."""

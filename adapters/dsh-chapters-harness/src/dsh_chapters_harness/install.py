@@ -26,12 +26,9 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsh_chapters_core.errors import ChaptersError
-
-if TYPE_CHECKING:
-    from dsh_chapters_harness.mcp_json_install import McpJsonFile, McpJsonInstaller
 
 SERVER_NAME = "dsh-chapters"
 CLAUDE_HOOK_EVENTS = ("SessionStart", "PreCompact", "SessionEnd")
@@ -313,15 +310,6 @@ class Installer:
                                       f"removed {removed} entries; original bytes back")
         _atomic_write(path, _dump_json(data, _indent_of(raw)))
         return Change(str(path), "updated", f"removed {removed} entries")
-
-    # ------------------------------------------------ Cursor, Copilot CLI: JSON MCP files
-    def mcp_json(self, agent: str, scope: str, workspace: Path, home: Path,
-                 env: Mapping[str, str]) -> tuple[McpJsonInstaller, McpJsonFile]:
-        """The installer of `agent`'s MCP file for `scope`, and that file (mcp_json_install.py)."""
-        from dsh_chapters_harness.mcp_json_install import McpJsonInstaller, mcp_file
-
-        return (McpJsonInstaller(self.ledger_path),
-                mcp_file(agent, scope, self.command, workspace, home, env))
 
     # ----------------------------------------------------------------------- Codex
     def codex_config(self, codex_home: Path) -> Path:

@@ -17,12 +17,15 @@ from pathlib import Path
 import watchfiles
 from watchfiles._rust_notify import RustNotify
 
-_SESSION_SUFFIX = ".jsonl"
+# JSON lines; Gemini CLI's session documents and OpenCode's JSON storage (.json); OpenCode's
+# database, whose writes land in its write-ahead log first (.db, .db-wal); the Cursor IDE's
+# database likewise (.vscdb, .vscdb-wal).
+_SESSION_SUFFIXES = (".jsonl", ".json", ".db", ".db-wal", ".vscdb", ".vscdb-wal")
 
 
 def _session_file(change: watchfiles.Change, path: str) -> bool:
     # A transcript is appended to (modified) or created; a deleted one has nothing to archive.
-    return change != watchfiles.Change.deleted and path.endswith(_SESSION_SUFFIX)
+    return change != watchfiles.Change.deleted and path.endswith(_SESSION_SUFFIXES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +48,9 @@ def existing_roots(roots: Sequence[Path]) -> list[Path]:
 def session_changes(
     roots: Sequence[Path], timing: WatchTiming, stop: threading.Event
 ) -> Iterator[set[str] | None]:
-    """None once the kernel watch is live, then batches of changed `.jsonl` paths under
-    `roots` (and of the roots that are files themselves), and an empty batch at each idle tick.
+    """None once the kernel watch is live, then batches of changed session files under
+    `roots` (and of the roots that are files themselves, such as Aider's history), and an empty
+    batch at each idle tick.
 
     The first None is the caller's moment for a full pass: from then on no write is missed,
     whereas a pass made before the watch existed could miss what was written in between.

@@ -425,6 +425,14 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=1_000_000,
     ),
     _s(
+        "importBatchBytes",
+        67_108_864,
+        "transcript bytes an import archives in one writer section; the search index takes in "
+        "each batch as it ends, so the first search after an import builds nothing",
+        minimum=1,
+        maximum=68_719_476_736,
+    ),
+    _s(
         "searchSegmentBytes",
         8_388_608,
         "body text the search index gathers before it writes a segment of postings; bounds "
@@ -617,6 +625,7 @@ class Config:
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
     search_cache_batch_rows: int = 2000
+    import_batch_bytes: int = 67_108_864
     search_segment_bytes: int = 8_388_608
     search_body_weight: float = 3.0
     search_bm25_k1: float = 1.2

@@ -22,6 +22,7 @@ A line is what `\\n` ends; a `\\r` inside a line is text (search.md "Lines").
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -95,7 +96,7 @@ def body_passages(body: str, max_lines: int) -> list[Passage]:
         bounds.append((start, line))
     bounds.append((len(data), data.count(b"\n") + 1))
     out: list[Passage] = []
-    for (start, first), (end, following) in zip(bounds, bounds[1:], strict=False):
+    for (start, first), (end, following) in itertools.pairwise(bounds):
         count = following - first
         if count <= max_lines:
             pieces = [(first, count, data[start:end])]

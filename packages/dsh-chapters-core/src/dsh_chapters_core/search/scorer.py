@@ -162,9 +162,10 @@ def rank_entries(
         return found
 
     if words and stats is None and bodies is None:
-        entries = [e if isinstance(e, SearchEntry) else entry_from_document(e, aliases=aliases)
-                   for e in entries]
-        stats = body_stats((passages_of(e) for e in entries), words)
+        built = [e if isinstance(e, SearchEntry) else entry_from_document(e, aliases=aliases)
+                 for e in entries]
+        stats = body_stats((passages_of(e) for e in built), words)
+        entries = built
     weights = LexicalWeights.of(config)
     wanted = frozenset(terms)
     w_core = config.rules_core_bonus

@@ -201,8 +201,12 @@ class MemorySearchIndex:
     def by_paths(self, paths: Iterable[str]) -> list[SearchEntry]:
         return [self.docs[self.by_path[p]][0] for p in paths if p in self.by_path]
 
-    def count(self) -> int:
-        return len(self.docs)
+    def chapter_shas(self) -> Mapping[str, str]:
+        return {e.path: sha for e, sha, _ in self.docs.values()
+                if e.kind is DocumentKind.CHAPTER}
+
+    def count(self, prefix: str = "") -> int:
+        return sum(1 for e, _, _ in self.docs.values() if e.path.startswith(prefix))
 
     def close(self) -> None:
         return None
