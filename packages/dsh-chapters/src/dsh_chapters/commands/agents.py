@@ -29,9 +29,12 @@ from dsh_chapters.services.agents import AppArchive, project_line
 from dsh_chapters.services.importing import ImportResult, import_sessions
 
 AGENTS = ("claude-code", "codex", "dsh")
-# Agents whose MCP configuration is one JSON file (pi reads none: install says so).
-MCP_CONFIG_AGENTS = ("gemini-cli", "opencode", "pi")
+# Agents whose MCP configuration is one JSON file (pi and aider read none: install says so).
+MCP_CONFIG_AGENTS = ("gemini-cli", "opencode", "pi", "cursor", "copilot-cli", "aider")
 INSTALL_AGENTS = (*AGENTS, *MCP_CONFIG_AGENTS)
+# The scope an agent's install takes when none is named: its user file, where that is the one
+# the agent's own docs point to.
+DEFAULT_SCOPES = {"copilot-cli": "user"}
 SCOPES = ("project", "local", "user")
 # What the committed project-scope files run: the `chapters` on each teammate's PATH (README,
 # "chapters on your PATH"), never this machine's absolute path, which breaks everyone else's.
@@ -215,11 +218,12 @@ def _import_existing(args: argparse.Namespace, inv: Invocation) -> ImportResult 
 
 
 def _mcp_config(args: argparse.Namespace, inv: Invocation, verb: str) -> int:
-    """`install`/`uninstall` gemini-cli|opencode|pi: the MCP server in its JSON config."""
+    """`install`/`uninstall` gemini-cli|opencode|cursor|copilot-cli (pi, aider: none): the MCP
+    server in the agent's JSON configuration."""
     if args.agent != "codex" and getattr(args, "enable_hooks", False):
         raise UsageError(f"--enable-hooks is for Codex; {args.agent} runs no hook of ours",
                          hint=f"run `chapters {verb} {args.agent}`")
-    scope = str(args.scope or "project")
+    scope = str(args.scope or DEFAULT_SCOPES.get(args.agent, "project"))
     if scope == "local":
         raise UsageError(f"--scope local is Claude Code's; {args.agent} has project and user "
                          "configuration", hint=f"run `chapters {verb} {args.agent}`")
@@ -325,16 +329,19 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                         "~/.gemini/settings.json (user). opencode: the MCP server in "
                         "opencode.json (project) or ~/.config/opencode/opencode.json (user). "
                         "pi reads no MCP configuration: nothing to install. "
+                        "cursor: the MCP server in .cursor/mcp.json (project) or "
+                        "~/.cursor/mcp.json (user). copilot-cli: the MCP server in "
+                        "$COPILOT_HOME/mcp-config.json (user; ~/.copilot) or .github/mcp.json "
+                        "(project). aider reads no MCP configuration. "
                         "A backup is written before the first change; other entries are kept.")
         parser.add_argument("agent", choices=INSTALL_AGENTS, metavar="|".join(INSTALL_AGENTS),
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
-                            help="project (default: files a team commits, which run `chapters` "
-                                 "from the PATH: claude-code's .claude/settings.json and "
-                                 ".mcp.json, gemini-cli's and opencode's project config), local "
+                            help="project (files a team commits, which run `chapters` from "
+                                 "the PATH; the default but for copilot-cli), local "
                                  "(claude-code only: .claude/settings.local.json and your "
-                                 "~/.claude.json, this machine's full path) or user (every "
-                                 "project of yours)")
+                                 "~/.claude.json, this machine's full path) or user (your own "
+                                 "files, every project of yours; copilot-cli's default)")
         if verb == "install":
             parser.add_argument("--no-import", action="store_true",
                                 help="do not import this project's existing sessions now")
