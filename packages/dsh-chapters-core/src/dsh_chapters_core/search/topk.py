@@ -36,7 +36,6 @@ from dsh_chapters_core.search.passages import (
     BodyMatch,
     PassageRules,
     adjacent_pairs,
-    passage_score,
     term_ceiling,
 )
 from dsh_chapters_core.search.scorer import ScoredEntry, total_score
