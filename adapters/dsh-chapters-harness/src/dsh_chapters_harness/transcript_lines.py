@@ -95,6 +95,15 @@ class LineLedger:
         else:
             self.malformed_lines.append(line_number)
 
+    def reclassify(self, line_number: int, rule: str) -> None:
+        """A line counted imported whose events the reader took back later (a queued message
+        that was sent as the next prompt) is skipped by `rule` instead; a split line stays
+        split, counted once."""
+        if line_number in self.split_lines:
+            return
+        self.imported -= 1
+        self.skip_rules[rule] += 1
+
     def record_split(self, line_number: int, outcomes: list[Outcome]) -> None:
         """One line that held several records: counted once, as `split`."""
         self.split_lines.append(line_number)

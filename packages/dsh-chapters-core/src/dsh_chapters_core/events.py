@@ -83,9 +83,14 @@ class HostInjection:
 
 @dataclass(frozen=True, slots=True)
 class CompactionMarker:
+    """A summary the harness wrote in place of conversation: a compaction's (the default), or
+    another recap (`kind`, e.g. Claude Code's summary of what happened while the user was
+    away). The chapter shows a marker where it fell; the text is re-derivable, never a turn."""
+
     seq: int
     text: str = ""
     time: str = ""
+    kind: str = "compaction"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +173,8 @@ class Transcript:
     cwd: str = ""
     source_path: str = ""
     started_at: str = ""
+    git_branch: str = ""  # the branch the session started on, where the harness records it
+    harness_version: str = ""  # the version of the harness that wrote the file (its newest)
 
     @property
     def root_id(self) -> str:

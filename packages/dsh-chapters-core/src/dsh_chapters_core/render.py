@@ -257,7 +257,7 @@ def render_chapter(
                 else:
                     blocks.append(f"{label}:\n\n{fence(text, TEXT_INFO)}")
             elif isinstance(event, CompactionMarker):
-                blocks.append(f"— compaction at seq {event.seq} —")
+                blocks.append(f"— {event.kind} at seq {event.seq} —")
             elif isinstance(event, TurnEnd) and event.reason:
                 # §4.3: the turn is complete either way; the chapter says it did not finish
                 blocks.append(f"— turn ended: {event.reason} —")
