@@ -340,8 +340,8 @@ class _ClaudeRead:
             # result in the main chain carry the prompt and the report.
             return skipped("sidechain-inline")
         self._note_header(record)
-        if self.ending and (kind == "user" or kind == "assistant"
-                            and _message_id(record) != self.ending):
+        if self.ending and (kind == "user" or (kind == "assistant"
+                            and _message_id(record) != self.ending)):
             # The ending message's last record was the one before. Notices and attachments
             # may fall between its records (a scheduled task's wakeup did), so they do not.
             if kind == "assistant" and self.ending_soft:
@@ -432,12 +432,12 @@ class _ClaudeRead:
                 self._withdraw(typed, "queue-withdrawn")  # back in the input box, unsent
             return skipped(QUEUE)
         if operation in ("remove", "dequeue"):
-            typed = self._queued(" ".join(text.split()))
-            if typed is not None and operation == "remove":
-                typed.consumed = True  # the running turn took it
-                if typed.event is None:
-                    typed.event = UserMessage(typed.seq, typed.text, typed.time)
-                    self.turns.conversation(typed.event)
+            taken = self._queued(" ".join(text.split()))
+            if taken is not None and operation == "remove":
+                taken.consumed = True  # the running turn took it
+                if taken.event is None:
+                    taken.event = UserMessage(taken.seq, taken.text, taken.time)
+                    self.turns.conversation(taken.event)
             return skipped(QUEUE)
         return unknown(f"{QUEUE}:{operation}")
 
@@ -457,7 +457,7 @@ class _ClaudeRead:
         self.typed.remove(typed)
         if typed.event is not None:
             self.turns.retract(typed.event)
-            self.ledger.reclassify(typed.seq, rule)
+            self.ledger.move(typed.seq, IMPORTED, skipped(rule))
 
     def _open_prompt(self, message: UserMessage) -> None:
         self.pending.clear()  # a new prompt: the last turn's unanswered tool uses never will be

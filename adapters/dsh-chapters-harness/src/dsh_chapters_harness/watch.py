@@ -17,12 +17,12 @@ from pathlib import Path
 import watchfiles
 from watchfiles._rust_notify import RustNotify
 
-_SESSION_SUFFIX = ".jsonl"
+_SESSION_SUFFIXES = (".jsonl", ".jsonl.zstd")  # DSH compresses its logs by default
 
 
 def _session_file(change: watchfiles.Change, path: str) -> bool:
     # A transcript is appended to (modified) or created; a deleted one has nothing to archive.
-    return change != watchfiles.Change.deleted and path.endswith(_SESSION_SUFFIX)
+    return change != watchfiles.Change.deleted and path.endswith(_SESSION_SUFFIXES)
 
 
 @dataclass(frozen=True, slots=True)

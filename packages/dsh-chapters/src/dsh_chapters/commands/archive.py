@@ -19,7 +19,7 @@ from dsh_chapters_core.notice import chapter_ended
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.commands.pool import run_list_pool
 from dsh_chapters.present import report_lines
-from dsh_chapters.services import finality, pool
+from dsh_chapters.services import drift, finality, pool
 from dsh_chapters.services.archive import AUTO, archive_and_log, read_transcript, sync_point
 from dsh_chapters.services.library import chapter_number, chapters, resolve_chapter
 from dsh_chapters.services.transcripts import read_guarded
@@ -100,9 +100,12 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     for done, file in enumerate(files):
         progress.show(done, Path(file).name)
         try:
-            final = bool(getattr(args, "final", False)) or finality.is_finished(file, app.config)
-            reports.append(archive_and_log(app, read_guarded(app, reader, file), final=final))
+            transcript = read_guarded(app, reader, file)
+            final = bool(getattr(args, "final", False)) or finality.is_finished(
+                file, app.config, transcript=transcript)
+            reports.append(archive_and_log(app, transcript, final=final))
         except InputError as exc:  # one unreadable session never stops the others
+            drift.note_refusal(app, file, exc)  # a format version the reader does not know
             failures.append((file, exc.message))
     progress.show(len(files), "done")
     progress.close()
@@ -119,6 +122,12 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
         lines.extend(report_lines(report))
     lines.append(f"imported {len(reports)} of {len(files)} {args.harness} session(s): "
                  f"{turns} turn(s) into {chapters} new chapter(s)")
+    unknown = sorted({name for r in reports for name, _ in r.account.unknown_types})
+    if unknown:
+        held = sum(1 for r in reports if r.account.unknown_types)
+        lines.append(f"{held} session(s) hold record types this reader does not know "
+                     f"({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}): "
+                     "`chapters doctor` lists them")
     for path, message in failures:
         lines.append(f"  failed {path}: {message}")
     if pool.describe_sync_point(outcome):
