@@ -27,7 +27,8 @@ that share no code with the readers:
 
 HAYSTACK defaults to `$DSH_HAYSTACK`, else the first `data/haystack` above this checkout.
 Writes `benchmarks/results/format_census.json`; with `--docs`, also the census block of
-docs/formats.md. Also reported: reading speed (MB/s of the reader alone, median and total).
+docs/formats.md. Also reported: reading speed (MB/s of the reader alone, in CPU seconds of this
+process, median per file over 1 MB and overall); `reader_speed.py` compares it with a git ref.
 """
 
 from __future__ import annotations
@@ -302,7 +303,7 @@ class FileResult:
     typed: int = 0
     typed_present: int = 0
     withdrawn: int = 0
-    missing: list[str] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # indexes of typed messages not found
 
 
 def archived_turns(transcript: Transcript) -> list[Turn]:
@@ -314,13 +315,13 @@ def archived_turns(transcript: Transcript) -> list[Turn]:
 
 def census_file(kind: str, path: Path, version: str) -> FileResult:
     result = FileResult(kind, str(path), version, path.stat().st_size)
-    started = time.perf_counter()
+    started = time.process_time()  # CPU seconds: the machine may be shared
     try:
         transcript = READERS[kind].read(str(path))
     except InputError as exc:
         result.error = exc.message
         return result
-    result.seconds = time.perf_counter() - started
+    result.seconds = time.process_time() - started
     account = transcript.account
     result.lines = {"total": account.total, "imported": account.imported,
                     "skipped": account.skipped, "unknown": account.unknown,
@@ -354,14 +355,14 @@ def census_file(kind: str, path: Path, version: str) -> FileResult:
     if cc is not None:
         joined = "\n".join(" ".join(t.split()) for t in user_texts)
         withdrawn = set(cc.withdrawn)
-        for typed in cc.typed:
+        for index, typed in enumerate(cc.typed):
             result.typed += 1
             if " ".join(typed.split()) in joined:
                 result.typed_present += 1
             elif typed in withdrawn:
                 result.withdrawn += 1
             else:
-                result.missing.append(typed[:60])
+                result.missing.append(index)
     return result
 
 
@@ -434,7 +435,8 @@ def summarize(results: list[FileResult]) -> dict[str, Any]:
                 "present": sum(r.typed_present for r in read),
                 "withdrawn": sum(r.withdrawn for r in read),
                 "missing": sum(len(r.missing) for r in read),
-                "missingFiles": [{"path": r.path, "version": r.version, "first": r.missing[0]}
+                # Paths and counts only: the figures file is committed, transcripts' text never.
+                "missingFiles": [{"path": r.path, "version": r.version, "missing": len(r.missing)}
                                  for r in read if r.missing][:10],
             },
             "readSpeed": {

@@ -135,6 +135,7 @@ SYSTEM_RULES = {
 SUMMARY_SUBTYPES = {"away_summary": "away summary", "post_turn_summary": "turn summary"}
 _TURN_END_SUBTYPES = frozenset({"turn_duration", "stop_hook_summary"})
 PR_LINK = "pr-link"
+_MESSAGE_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 _RECORD_TYPES = frozenset(
     {"user", "assistant", "system", "attachment", PR_LINK, QUEUE, *METADATA_RULES}
 )
@@ -293,12 +294,11 @@ class _ClaudeRead:
         self.pending: set[str] = set()  # tool_use ids still waiting for their tool_result
         self.seen: set[str] = set()
         self.record_session_id = ""  # the first sessionId the records carry
-        self.last_session_id = ""  # the newest: the file's own, when it is not named by it
-        self.session_ids: set[str] = set()
+        self.last_record: dict[str, Any] = {}
+        self.header_pending = True  # a header field is still unknown
         self.cwd = ""
         self.started_at = ""
         self.git_branch = ""
-        self.version = ""
         self.last_run: CommandRun | None = None
         self.last_boundary: CompactionMarker | None = None
         self.ledger = ledger  # externalized outputs count their replaced bytes here too
@@ -322,13 +322,13 @@ class _ClaudeRead:
         kind = record.get("type")
         if not isinstance(kind, str):
             return unknown("<no type>")
-        if kind in METADATA_RULES:
-            return skipped(METADATA_RULES[kind])
-        if kind == PR_LINK:
-            return self._pr_link(seq, record)
-        if kind == QUEUE:
-            return self._queue(seq, record)
-        if kind not in ("user", "assistant", "system", "attachment"):
+        if kind not in _MESSAGE_TYPES:  # the conversation's records first: most lines are
+            if kind in METADATA_RULES:
+                return skipped(METADATA_RULES[kind])
+            if kind == PR_LINK:
+                return self._pr_link(seq, record)
+            if kind == QUEUE:
+                return self._queue(seq, record)
             return unknown(kind)
         uid = record.get("uuid")
         if isinstance(uid, str):
@@ -370,20 +370,23 @@ class _ClaudeRead:
         return IMPORTED
 
     def _note_header(self, record: dict[str, Any]) -> None:
-        session_id = record.get("sessionId")
-        if session_id != self.last_session_id and isinstance(session_id, str) and session_id:
-            self.record_session_id = self.record_session_id or session_id
-            self.last_session_id = session_id
-            self.session_ids.add(session_id)
-        if not self.cwd and isinstance(record.get("cwd"), str):
-            self.cwd = record["cwd"]
-        if not self.started_at and isinstance(record.get("timestamp"), str):
-            self.started_at = record["timestamp"]
-        if not self.git_branch and isinstance(record.get("gitBranch"), str):
-            self.git_branch = record["gitBranch"]
-        version = record.get("version")
-        if isinstance(version, str):
-            self.version = version
+        self.last_record = record  # its version and sessionId are the file's newest
+        if self.header_pending:
+            if not self.record_session_id and isinstance(record.get("sessionId"), str):
+                self.record_session_id = record["sessionId"]
+            if not self.cwd and isinstance(record.get("cwd"), str):
+                self.cwd = record["cwd"]
+            if not self.started_at and isinstance(record.get("timestamp"), str):
+                self.started_at = record["timestamp"]
+            if not self.git_branch and isinstance(record.get("gitBranch"), str):
+                self.git_branch = record["gitBranch"]
+            self.header_pending = not (self.record_session_id and self.cwd and self.started_at
+                                       and self.git_branch)
+
+    def newest(self, key: str) -> str:
+        """The last conversation record's `version` or `sessionId` ("" when it has none)."""
+        value = self.last_record.get(key)
+        return value if isinstance(value, str) else ""
 
     def _settle(self) -> None:
         """The message that ended the turn is whole: close the turn after it."""
@@ -749,10 +752,12 @@ class ClaudeCodeReader:
             parent = file.parent.parent.name if file.parent.name == "subagents" else ""
             root = state.record_session_id or parent
         else:
-            if state.session_ids and session_id not in state.session_ids:
+            own = state.newest("sessionId")
+            if own and session_id not in (own, state.record_session_id):
                 # A copy under another name (`--source` of checkpoints' `full.jsonl`): the
-                # transcript's own id, so the session in ~/.claude is the same session.
-                session_id = state.last_session_id
+                # transcript's own id (its newest records', as Claude Code names the file),
+                # so the session imported again from ~/.claude is the same session.
+                session_id = own
             root = state.record_session_id if state.record_session_id != session_id else ""
         return Transcript(
             session_id=session_id,
@@ -764,7 +769,7 @@ class ClaudeCodeReader:
             source_path=str(path),
             started_at=state.started_at,
             git_branch=state.git_branch,
-            harness_version=state.version,
+            harness_version=state.newest("version"),
         )
 
     def discover(self, source: str | None, cwd: str) -> list[str]:
