@@ -273,3 +273,26 @@ def test_the_chunk_only_log_reads_the_same_compressed(tmp_path: Path) -> None:
     plain, packed = DSH.read(str(cs.dsh_path())), DSH.read(str(log))
     assert plain.events == packed.events
     assert io.BytesIO(log.read_bytes()).read(4) == b"\x28\xb5\x2f\xfd"
+
+
+def test_the_watcher_follows_compressed_and_versioned_dsh_logs(tmp_path: Path) -> None:
+    """`chapters watch` wakes for `session.jsonl.zstd` and `session.v3.jsonl.zstd` writes,
+    DSH's default encoding, as for plain `.jsonl` transcripts."""
+    import threading
+
+    from dsh_chapters_harness.watch import WatchTiming, session_changes
+
+    session = tmp_path / "--home-dev-work-acme-api--" / cs.DSH_CHUNKS
+    session.mkdir(parents=True)
+    stop = threading.Event()
+    changes = session_changes([tmp_path], WatchTiming(debounce_ms=200, tick_ms=500), stop)
+    assert next(changes) is None  # the watch is live
+    for name in ("session.v3.jsonl.zstd", "session.jsonl.zstd", "notes.txt"):
+        (session / name).write_bytes(b"\x28\xb5\x2f\xfd")
+    seen: set[str] = set()
+    for _ in range(40):  # 40 idle ticks of 0.5 s at most
+        seen |= {Path(p).name for p in next(changes) or ()}
+        if {"session.v3.jsonl.zstd", "session.jsonl.zstd"} <= seen:
+            break
+    stop.set()
+    assert seen == {"session.v3.jsonl.zstd", "session.jsonl.zstd"}
