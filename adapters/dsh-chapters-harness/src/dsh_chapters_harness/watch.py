@@ -17,7 +17,10 @@ from pathlib import Path
 import watchfiles
 from watchfiles._rust_notify import RustNotify
 
-_SESSION_SUFFIXES = (".jsonl", ".jsonl.zstd")  # DSH compresses its logs by default
+# JSON lines, and DSH's, compressed by default (.jsonl.zstd); Gemini CLI's session documents
+# and OpenCode's JSON storage (.json); OpenCode's database, whose writes land in its
+# write-ahead log first (.db, .db-wal).
+_SESSION_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json", ".db", ".db-wal")
 
 
 def _session_file(change: watchfiles.Change, path: str) -> bool:
@@ -43,7 +46,7 @@ def existing_roots(roots: Sequence[Path]) -> list[Path]:
 def session_changes(
     roots: Sequence[Path], timing: WatchTiming, stop: threading.Event
 ) -> Iterator[set[str] | None]:
-    """None once the kernel watch is live, then batches of changed `.jsonl` paths under
+    """None once the kernel watch is live, then batches of changed session files under
     `roots`, and an empty batch at each idle tick.
 
     The first None is the caller's moment for a full pass: from then on no write is missed,
