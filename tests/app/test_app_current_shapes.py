@@ -167,3 +167,18 @@ def test_a_dsh_log_of_an_unknown_format_version_is_refused_and_listed(
     doctor = chapters("doctor")
     assert doctor.code == 1 and "unknown-format-version" in doctor.out
     assert "log format version 3" in doctor.out
+
+
+def test_the_new_markers_are_the_archives_words_not_the_conversations(
+    ws: Path, chapters: Runner
+) -> None:
+    """Search counts a passage's verbatim text, never the markup around it: an away summary's
+    and a rollback's markers are markup, as a compaction's is."""
+    from dsh_chapters_core.search.passages import body_passages
+
+    archive(chapters, cs.claude_path(cs.NEW_RECORDS), "--final")
+    archive(chapters, cs.codex_path(cs.CODEX_ROLLBACK))
+    for text in chapter_files(ws).values():
+        body = text.split("---\n", 2)[2]
+        counted = {term for p in body_passages(body, 40) for term in p.tf}
+        assert not {"away", "rollback", "undid"} & counted, counted
