@@ -324,7 +324,7 @@ def top_matches(
             continue
         ids: list[int] = []
         while heap and len(ids) < batch:
-            ceiling_at, doc = heapq.heappop(heap)
+            _, doc = heapq.heappop(heap)
             if tighten(doc):
                 again = -ceiling(doc)
                 if heap and again > heap[0][0]:  # no longer the best ceiling: back in line
