@@ -51,7 +51,8 @@ class Kind(enum.Enum):
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _STRONG_ENDINGS = (
     "password", "passwd", "passphrase", "secret", "token", "apikey", "privatekey",
-    "secretkey", "clientsecret", "dockercfg", "dockerconfigjson", "pwd",
+    "secretkey", "clientsecret", "dockercfg", "dockerconfigjson", "pwd", "storepass",
+    "keypass",
 )
 _STRONG_WORDS = frozenset({"pass", "pw", "pwd"})
 _WEAK_ENDINGS = ("key", "credential", "credentials", "creds", "signature")
@@ -112,7 +113,7 @@ _CODE_REFERENCE = re.compile(
     r"|[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*[(\[]"
 )
 _FILLER = re.compile(r"[*•·.#_xX?-]+")
-_BRACKETED = frozenset({("<", ">"), ("{", "}"), ("[", "]"), ("(", ")"), ("%", "%")})
+_BRACKETED = frozenset({("<", ">"), ("{", "}"), ("[", "]"), ("(", ")")})
 _PLACEHOLDER_WORDS = frozenset({
     "none", "null", "nil", "true", "false", "undefined", "string", "str", "bytes", "password",
     "secret", "token", "redacted", "hidden", "masked", "dummy", "placeholder", "changeme",
@@ -120,9 +121,10 @@ _PLACEHOLDER_WORDS = frozenset({
     "default", "empty", "value", "todo", "tbd", "notset", "not-set", "unset", "secretstr",
 })
 _PLACEHOLDER_PARTS = re.compile(
-    r"(?i)example|^(?:your|my|insert|enter|replace|put|add|paste)[ _-]|[ _-]here$|^xxx|^\.\.\."
+    r"(?i)example|(?:^|[^a-z])your[ _-]|^(?:my|insert|enter|replace|put|add|paste)[ _-]"
+    r"|[ _-]here$|^xxx|^\.\.\."
     r"|^process\.env|^os\.environ|^env[.:(\[]|^secrets?\.|^vault:|^\{\{|^<%|^ref\+"
-    r"|^%\(\w+\)s|^@@|^\*\*\*|^•••|^\$[({\w]"
+    r"|^%\(\w+\)s|^%[A-Za-z_]\w*%$|^@@|^\*\*\*|^•••|^\$[({\w]"
 )
 # A file the value names (`PRIVATE_KEY=keys/deploy.pem`, `private_key: ~/.ssh/id_ed25519`).
 _PATH = re.compile(
@@ -151,6 +153,14 @@ def is_placeholder(value: str) -> bool:
     if value.lower() in _PLACEHOLDER_WORDS:
         return True
     return _PLACEHOLDER_PARTS.search(value) is not None or "⟦" in value or "⟧" in value
+
+
+def is_path(value: str) -> bool:
+    """A file the value names, unless it reads as random (base64 may start with `/`)."""
+    if _PATH.match(value) is None or " " in value:
+        return False
+    return not (len(value) >= 16 and entropy(value) >= 4.0 and any(c.isdigit() for c in value)
+                and any(c.isupper() for c in value) and any(c.islower() for c in value))
 
 
 def is_type(value: str, after: str) -> bool:
@@ -219,6 +229,7 @@ _QUOTED_VALUE = re.compile(
 _BARE_VALUE_END = re.compile(r"[\s\"'`⟦⟧\\&;<]")
 _NAME_QUOTES = ("\\\\\\\"", "\\\"", '"', "'", "\\'")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9_-]{1,30})[ \t]+(?=\S)")
+_CREDENTIAL_END = frozenset(",\\\"'`;)")
 
 
 def _name_before(text: str, end: int) -> int:
@@ -257,7 +268,7 @@ def _authorization(text: str, start: int, stop: int) -> Iterator[Span]:
     if scheme is not None and scheme.group(1).lower() in ("digest", "aws4-hmac-sha256"):
         return
     end = begin
-    while end < stop and not text[end].isspace() and text[end] not in ",\\":
+    while end < stop and not text[end].isspace() and text[end] not in _CREDENTIAL_END:
         end += 1
     value = text[begin:end]
     if end - begin >= 6 and not is_placeholder(value) and not (
@@ -267,7 +278,7 @@ def _authorization(text: str, start: int, stop: int) -> Iterator[Span]:
 
 
 def _decide(kind: Kind, value: str, *, quoted: bool, spaced: bool, colon: bool,
-            after: str) -> str | None:
+            after: str, config_line: bool = False) -> str | None:
     """The family `value` counts under, or None when it is not a secret."""
     if len(value) < MIN_SECRET or is_placeholder(value):
         return None
@@ -276,10 +287,13 @@ def _decide(kind: Kind, value: str, *, quoted: bool, spaced: bool, colon: bool,
             "high-entropy-secret" if _weak_value(value) else None)
     if colon and not quoted and is_type(value, after):
         return None
-    if not quoted and (_CODE_REFERENCE.match(value) is not None or _PATH.match(value)):
+    if is_path(value):
         return None
-    if quoted and _PATH.fullmatch(value) and " " not in value:
+    if not quoted and not config_line and _CODE_REFERENCE.match(value) is not None:
         return None
+    if not quoted and config_line and _CODE_REFERENCE.match(value) is not None and (
+            not value.isalpha() or len(value) < 12 or value.islower() or value.isupper()):
+        return None  # a config line's letters-only value is a secret only when it is random
     if kind is Kind.WEAK:
         return "high-entropy-secret" if _weak_value(value) else None
     if spaced and not quoted and not (looks_random(value) or char_classes(value) >= 3):
@@ -291,6 +305,15 @@ def _decide(kind: Kind, value: str, *, quoted: bool, spaced: bool, colon: bool,
     if value.startswith(("http://", "https://")):
         return None  # a URL: the url-credentials family reads its userinfo
     return "secret-assignment"
+
+
+def _in_expression(text: str, begin: int) -> bool:
+    """The name is an argument or an element (`f(a, password=value)`, `[token=t]`): a bare
+    value there is a reference to a variable, not data."""
+    j = begin
+    while j > 0 and text[j - 1] in " \t":
+        j -= 1
+    return j > 0 and text[j - 1] in "(,[{|&!"
 
 
 def find_assignment(text: str, at: int) -> Iterator[Span]:
@@ -361,7 +384,7 @@ def find_assignment(text: str, at: int) -> Iterator[Span]:
         cut = value.index("#")  # `?api_key=…#frag`: not the fragment
         value, stop = value[:cut], start + cut
     family = _decide(kind, value, quoted=quoted, spaced=spaced, colon=sep == ":",
-                     after=text[stop : stop + 1])
+                     after=text[stop : stop + 1], config_line=not _in_expression(text, begin))
     if family is None:
         return
     if in_query and family in ("secret-assignment", "high-entropy-secret"):

@@ -107,11 +107,23 @@ def _line_start(text: str, at: int) -> int:
         return cut + (2 if text.startswith("\\n", cut) else 1)
 
 
-def _command_of(text: str, at: int) -> str:
-    """The command `text[at]` (a flag) belongs to: `mysql`, `docker login`, …; "" if none."""
+def _commands_of(text: str, at: int) -> list[str]:
+    """The commands `text[at]` (a flag) may belong to: its command line's first word
+    (`mysql`, `docker login`, …), then any command quoted inside that line (`ssh host
+    'mysql -p…'`, `echo "curl -u …"`), innermost last."""
     words = [w for w in text[_line_start(text, at) : at].split()
              if not _CONTINUATION.fullmatch(w)]
-    index = 0
+    found: list[str] = []
+    starts = [0] + [i for i, w in enumerate(words) if w[:1] in ("'", '"', "`") or
+                    w.startswith(("$(", "\\\"", '\\"'))]
+    for first_index in starts:
+        command = _command_at(words, first_index)
+        if command:
+            found.append(command)
+    return found
+
+
+def _command_at(words: list[str], index: int) -> str:
     while index < len(words) and (words[index] in _PREFIX_WORDS
                                   or _ASSIGNMENT.match(words[index]) or
                                   (index and words[index - 1] == "sudo" and
@@ -121,11 +133,21 @@ def _command_of(text: str, at: int) -> str:
         index += 2
     if index >= len(words):
         return ""
-    first = words[index].rsplit("/", 1)[-1].strip("'\"\\")
+    first = words[index].lstrip("'\"`$(\\").rsplit("/", 1)[-1]
     if first in _TWO_WORD:
         rest = [w for w in words[index + 1 :] if not w.startswith("-")]
         return f"{first} {rest[0]}" if rest else first
     return first
+
+
+def _command_of(text: str, at: int) -> str:
+    """The innermost command holding `text[at]` that this module knows flags of, else the
+    command line's first word."""
+    commands = _commands_of(text, at)
+    known = [c for c in commands if c in _SHORT_FLAGS]
+    if known:
+        return known[-1]
+    return commands[0] if commands else ""
 
 
 def _value(text: str, at: int) -> tuple[int, int] | None:

@@ -169,8 +169,8 @@ def find_telegram(text: str, at: int) -> Iterator[Span]:
     start = at
     while start > 0 and text[start - 1].isdigit() and at - start <= 10:
         start -= 1
-    if at - start < 8 or not starts_word(text, start):
-        return
+    if at - start < 8 or not (starts_word(text, start) or text.endswith("/bot", 0, start)):
+        return  # `api.telegram.org/bot<token>/…` holds it right after `bot`
     match = _TELEGRAM.match(text, start)
     if match is not None and ends_word(text, match.end(), _URLSAFE):
         yield start, match.end(), "telegram-bot-token"
