@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "archive_scaling": ("archive_scaling.py", [], ["--chapters", "300", "--repeat", "3"]),
     "viewer": ("viewer.py", [], ["--size", "2000", "--samples", "10"]),
     "watch_idle": ("watch_idle.py", [], ["--idle-seconds", "5", "--turns", "2"]),
+    "redaction": ("redaction.py", [], ["--mb", "10", "--sessions", "3", "--rounds", "1"]),
 }
 
 

@@ -530,7 +530,6 @@ _SEPARATOR_AHEAD = r"[A-Za-z0-9_.-]{0,120}(?:[\"']|\\\")?[ \t]*[=:]"
 SPACED_TRIGGERS: tuple[Trigger, ...] = (
     literal_trigger("ENV", find_env_form, ahead=r"[ \t]"),
     *(literal_trigger(word, find_secret_inside, ahead=ahead)
-      for word, ahead in (("SECRET_", _SEPARATOR_AHEAD), ("secret_", _SEPARATOR_AHEAD),
-                          ("Secret", "[A-Z]" + _SEPARATOR_AHEAD))),
+      for word, ahead in (("SECRET_", _SEPARATOR_AHEAD), ("secret_", _SEPARATOR_AHEAD))),
 )
 GATED_FORMS = (find_set_form, find_netrc)

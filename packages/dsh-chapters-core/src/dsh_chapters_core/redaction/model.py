@@ -23,15 +23,20 @@ Finder = Callable[[str, int], Iterable[Span]]
 
 # Characters from the most to the least frequent in agent transcripts (measured on 57 M
 # characters of public Claude Code and Codex sessions); any other character counts as rarer
-# than all of these. A literal anchor pivots on its rarest character among `PIVOTS`: the
-# separators and capitals, each under 1.5% of positions. A lower-case letter or a digit would
-# make the scan stop at every few characters.
+# than all of these.
 RARITY = (
     " etnisroacldupmh\n/g.\"f-\t:,\\bk1_y0vw(2)=`3x4SC56T{79}8*IARED;P"
     "NFUOL+[>jM'|]B#qW<GH!&%Vz@?$KJYZXQ~^"
 )
 _RANK = {ch: i for i, ch in enumerate(RARITY)}
-PIVOTS = frozenset("_-.:=@~>/+" + string.ascii_uppercase)
+# The pivots a literal anchor may use, in order of preference: a separator (the rarest the
+# anchor holds), else one of a few capitals. Every pivot character makes the scan stop at
+# each of its occurrences (the separators together are about 4% of all characters, these
+# capitals 0.5%), so anchors share as few pivots as they can: `ABIA`, `ASIA`, `LTAI` and
+# `ATBB` all pivot on their `A`, not on `B`, `S`, `L`.
+SEPARATORS = "_-.:=>~/+@"
+CAPITALS = "KJZXQYVGHAE"
+PIVOTS = frozenset(SEPARATORS + CAPITALS)
 
 WORD = frozenset(string.ascii_letters + string.digits)
 TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
@@ -69,11 +74,14 @@ def pivot_rank(char: str) -> int:
 
 
 def pivot_index(anchor: str) -> int | None:
-    """Index of `anchor`'s rarest character among `PIVOTS` (the first of equals), if any."""
-    candidates = [i for i, ch in enumerate(anchor) if ch in PIVOTS]
-    if not candidates:
-        return None
-    return max(candidates, key=lambda i: (_RANK.get(anchor[i], len(RARITY)), -i))
+    """Where `anchor` pivots: its rarest separator, else its most preferred capital."""
+    separators = [i for i, ch in enumerate(anchor) if ch in SEPARATORS]
+    if separators:
+        return max(separators, key=lambda i: (_RANK.get(anchor[i], len(RARITY)), -i))
+    capitals = [i for i, ch in enumerate(anchor) if ch in CAPITALS]
+    if capitals:
+        return min(capitals, key=lambda i: (CAPITALS.index(anchor[i]), i))
+    return None
 
 
 def literal_trigger(anchor: str, find_at: Callable[[str, int], Iterable[Span]],
@@ -123,9 +131,8 @@ _EXAMPLE = re.compile(r"(?i)example|x{6}|\*{4}|0{10}|(?:your|my)[_-]")
 
 def is_example(secret: str) -> bool:
     """A documented example or an obvious filler, never a live credential: the AWS docs'
-    `AKIAIOSFODNN7EXAMPLE`, `sk-xxxxxxxx…`, `ghp_000000…`, `your_token_here`; or a body of at
-    most four distinct characters."""
-    return _EXAMPLE.search(secret) is not None or len(set(secret)) <= 4
+    `AKIAIOSFODNN7EXAMPLE`, `sk-xxxxxxxx…`, `ghp_000000…`, `your_token_here`."""
+    return _EXAMPLE.search(secret) is not None
 
 
 def entropy(text: str) -> float:

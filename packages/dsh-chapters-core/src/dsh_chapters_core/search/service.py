@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dsh_chapters_core.chokepoint import redact_for_store
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.curation import (
     CurationFact,
@@ -770,7 +771,8 @@ class SearchService:
 
     def merge_topics(self, source: str, target: str) -> CurationFact:
         """`chapters topic merge <a> <b>`: a user-authored `topic-alias` fact (§6.3)."""
-        a, b = slugify(source), slugify(target)
+        # §9: redacted before slugging, whose lower case would hide a key from the rules
+        a, b = slugify(redact_for_store(source)), slugify(redact_for_store(target))
         if not a or not b:
             raise UsageError(
                 f"topic merge needs two topic names with words, got {source!r} {target!r}",
