@@ -46,6 +46,7 @@ class Kind(enum.Enum):
     AZURE = "azure"
     AUTHORIZATION = "authorization"
     AUTH = "auth"  # exactly `auth` / `_auth`: a docker or npm `user:password` blob, or weak
+    BARE_KEY = "key"  # exactly `key`: weak, and a hex digest or a UUID under it is an id
 
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -64,6 +65,14 @@ _NOT_THE_SECRET = frozenset({
     "enabled", "rotation",
 })
 _NEVER = ("publickey", "pubkey", "publictoken", "sshkeys", "keyid")
+# `…_key` names that name an identifier, not a secret: a cache key, a sort key, a map's key.
+_NOT_SECRET_KEYS = frozenset({
+    "cache", "sort", "partition", "primary", "foreign", "object", "idempotency", "routing",
+    "row", "hash", "lookup", "dedup", "dedupe", "group", "message", "map", "dict", "index",
+    "unique", "composite", "natural", "surrogate", "shard", "sharding", "i18n", "translation",
+    "list", "search", "storage", "bucket", "s3", "file", "path", "state", "query", "hotkey",
+    "shortcut", "lock", "session", "event", "record", "entry", "item", "label", "field",
+})
 _SHELL_VARIABLES = frozenset({"PWD", "OLDPWD"})
 
 
@@ -88,6 +97,10 @@ def name_kind(name: str) -> Kind | None:
         return Kind.AUTHORIZATION
     if joined.endswith(_STRONG_ENDINGS) or words[-1] in _STRONG_WORDS:
         return Kind.STRONG
+    if words[-1] == "key" and len(words) > 1 and words[-2] in _NOT_SECRET_KEYS:
+        return None
+    if words == ["key"]:
+        return Kind.BARE_KEY
     if joined == "auth":
         return Kind.AUTH
     if joined.endswith(_WEAK_ENDINGS) or words[-1] in _WEAK_WORDS or words[-1] == "auth":
@@ -188,6 +201,7 @@ def looks_random(value: str) -> bool:
 _TOKEN_VALUE = re.compile(r"[A-Za-z0-9+/=_%~-]+(?:\.[A-Za-z0-9+/=_%~-]+)*")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def _weak_value(value: str) -> bool:
@@ -294,6 +308,9 @@ def _decide(kind: Kind, value: str, *, quoted: bool, spaced: bool, colon: bool,
     if not quoted and config_line and _CODE_REFERENCE.match(value) is not None and (
             not value.isalpha() or len(value) < 12 or value.islower() or value.isupper()):
         return None  # a config line's letters-only value is a secret only when it is random
+    if kind is Kind.BARE_KEY:
+        return "high-entropy-secret" if _weak_value(value) and not _HEX.fullmatch(value) else (
+            None)
     if kind is Kind.WEAK:
         return "high-entropy-secret" if _weak_value(value) else None
     if spaced and not quoted and not (looks_random(value) or char_classes(value) >= 3):

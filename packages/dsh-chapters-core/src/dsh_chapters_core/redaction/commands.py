@@ -234,7 +234,7 @@ def find_long_flag(text: str, at: int) -> Iterator[Span]:
         return
     start, end = value
     secret = text[start:end]
-    if kind in (Kind.WEAK, Kind.AUTH):
+    if kind in (Kind.WEAK, Kind.AUTH, Kind.BARE_KEY):
         if looks_random(secret):
             yield start, end, "command-line-password"
         return
