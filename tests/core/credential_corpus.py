@@ -33,9 +33,13 @@ class Credential:
     context: str  # the secret as a person or tool would write it (plain form)
 
     def probes(self) -> tuple[str, ...]:
-        """Substrings that prove a leak: the secret, or each long line of a multi-line one."""
+        """Substrings that prove a leak: the secret, or each long line of a multi-line one;
+        and for a long secret its last 16 characters too (random in every family), so that a
+        rule that replaced only the start of a secret shows as a leak."""
         if "\n" in self.secret:
             return tuple(line for line in self.secret.splitlines() if len(line) >= 16)
+        if len(self.secret) >= 32:
+            return (self.secret, self.secret[-16:])
         return (self.secret,)
 
 

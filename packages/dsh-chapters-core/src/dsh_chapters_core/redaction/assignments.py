@@ -34,6 +34,7 @@ from dsh_chapters_core.redaction.model import (
     char_classes,
     entropy,
     literal_trigger,
+    starts_word,
 )
 
 # -- names --------------------------------------------------------------------------------
@@ -476,17 +477,18 @@ ASSIGNMENT_FAMILIES: tuple[Family, ...] = (
 
 # -- space-separated forms ----------------------------------------------------------------
 
+# A space-separated value: quoted (plainly or JSON-escaped), or bare to the end of the word.
+_SPACED_VALUE = (r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|\\\"[^\"\\\n]*\\\""
+                 r"|[^\s\"'`;|&=\\]+)")
 _SET_FORM = re.compile(
-    r"set(?<=\bset)(?:x)?[ \t]+(?:(?:--?(?:profile|region|location|file|scope)[ \t=]+\S+"
-    r"|--?[A-Za-z][A-Za-z-]*)[ \t]+)*"
-    r"(?P<name>[A-Za-z_/@][A-Za-z0-9_.:/@-]*)[ \t]+(?P<value>\"[^\"\n]*\"|'[^'\n]*'"
-    r"|[^\s\"'`;|&=]+)"
+    # `set` starting a word, also right after a JSON escape (`\nset -x …`)
+    r"set(?:(?<![A-Za-z0-9_]set)|(?<=\\[nrt]set))(?:x)?[ \t]+"
+    r"(?:(?:--?(?:profile|region|location|file|scope)[ \t=]+\S+|--?[A-Za-z][A-Za-z-]*)[ \t]+)*"
+    r"(?P<name>[A-Za-z_/@][A-Za-z0-9_.:/@-]*)[ \t]+" + _SPACED_VALUE
 )
-_ENV_FORM = re.compile(
-    r"ENV[ \t]+(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]+(?P<value>\"[^\"\n]*\""
-    r"|'[^'\n]*'|[^\s\"'`;|&=]+)"
-)
-_NETRC = re.compile(r"password(?<=\bpassword)[ \t]+(?P<value>[^\s\"']+)")
+_ENV_FORM = re.compile(r"ENV[ \t]+(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]+" + _SPACED_VALUE)
+_NETRC = re.compile(
+    r"password(?:(?<![A-Za-z0-9_]password)|(?<=\\[nrt]password))[ \t]+(?P<value>[^\s\"'\\]+)")
 
 
 def _spaced_value(match: re.Match[str], name: str) -> Iterator[Span]:
@@ -495,9 +497,10 @@ def _spaced_value(match: re.Match[str], name: str) -> Iterator[Span]:
     if kind is None:
         return
     start, stop = match.span("value")
-    quoted = match.group("value")[:1] in ("'", '"')
+    quote = next((q for q in ('\\"', '"', "'") if match.group("value").startswith(q)), "")
+    quoted = bool(quote)
     if quoted:
-        start, stop = start + 1, stop - 1
+        start, stop = start + len(quote), stop - len(quote)
     value = match.string[start:stop]
     family = _decide(kind, value, quoted=quoted, spaced=False, colon=False, after="")
     if family is not None:
@@ -526,7 +529,7 @@ def find_netrc(text: str) -> Iterator[Span]:
 
 def find_env_form(text: str, start: int) -> Iterator[Span]:
     """A Dockerfile's legacy `ENV KEY value` (`ENV KEY=value` is an assignment)."""
-    if start and text[start - 1] not in " \t\n":
+    if not starts_word(text, start):
         return
     match = _ENV_FORM.match(text, start)
     if match is not None:

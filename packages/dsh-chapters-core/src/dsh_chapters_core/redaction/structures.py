@@ -35,9 +35,11 @@ _PEM_HEAD = re.compile(
     r"|---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----"
 )
 # A body with no END line: header lines (`Proc-Type: …`, `Comment: "…"`), then base64 lines.
+# A base64 line, never the header line after the block (`Private-MAC: …`, `-----END`).
+_B64_LINE = r"(?![A-Za-z][A-Za-z-]*:)[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=]*[:-])"
 _PEM_OPEN_BODY = re.compile(
     rf"(?:[ \t]*{_BREAK})+(?:[A-Za-z][A-Za-z-]*: [^\n\\]*{_BREAK}(?:[ \t]*{_BREAK})*)*"
-    rf"[A-Za-z0-9+/=]{{16,}}(?:[ \t]*{_BREAK}[ \t]*[A-Za-z0-9+/=]+)*"
+    rf"[A-Za-z0-9+/=]{{16,}}(?:[ \t]*{_BREAK}[ \t]*{_B64_LINE})*"
 )
 _MAX_KEY = 1 << 16
 _SPACE_OR_BREAK = re.compile(rf"(?:\s|{_BREAK})*")
@@ -77,12 +79,22 @@ def find_private_key(text: str, start: int) -> Iterator[Span]:
 
 
 _PUTTY_PRIVATE = re.compile(
-    rf"Private-Lines: \d+{_BREAK}(?P<secret>[A-Za-z0-9+/=]+(?:{_BREAK}[A-Za-z0-9+/=]+)*)"
+    rf"Private-Lines: \d+{_BREAK}(?P<secret>{_B64_LINE}(?:{_BREAK}{_B64_LINE})*)"
 )
 
 
+_PUTTY_MAC = re.compile(rf"{_BREAK}Private-MAC: (?P<secret>[0-9a-fA-F]{{40,64}})")
+
+
 def find_putty_key(text: str, start: int) -> Iterator[Span]:
-    yield from spans_of(_PUTTY_PRIVATE, text, start, "putty-private-key")
+    """The private lines, and the MAC after them (derived from the key and its passphrase)."""
+    match = _PUTTY_PRIVATE.match(text, start)
+    if match is None:
+        return
+    yield match.start("secret"), match.end("secret"), "putty-private-key"
+    mac = _PUTTY_MAC.match(text, match.end())
+    if mac is not None:
+        yield mac.start("secret"), mac.end("secret"), "putty-private-key"
 
 
 # -- JWTs -------------------------------------------------------------------------------------
@@ -227,7 +239,7 @@ STRUCTURE_FAMILIES: tuple[Family, ...] = (
         (literal_trigger("-----BEGIN ", find_private_key, ahead=r"(?:[A-Z0-9]+ )*PRIVATE KEY"),
          literal_trigger("---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----", find_private_key)),
     ),
-    Family("putty-private-key", "the private lines of a PuTTY `.ppk` key",
+    Family("putty-private-key", "the private lines and the MAC of a PuTTY `.ppk` key",
            (literal_trigger("Private-Lines: ", find_putty_key),)),
     Family("jwt", "JSON Web Tokens: `eyJ….eyJ….…`",
            (literal_trigger("eyJ", find_jwt, ahead=r"[A-Za-z0-9_-]{4,}\.eyJ"),)),

@@ -259,7 +259,7 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     ),
     token_family(
         "ai-service-key", "AI service keys: Perplexity `pplx-`, Groq `gsk_`, Replicate `r8_`, "
-        "xAI `xai-`, OpenRouter `sk-or-v1-` (OpenAI's shape)",
+        "xAI `xai-`",
         Shape("pplx-", r"[A-Za-z0-9]{48}"),
         Shape("gsk_", r"[A-Za-z0-9]{48,}"),
         Shape("r8_", r"[A-Za-z0-9]{37}"),
