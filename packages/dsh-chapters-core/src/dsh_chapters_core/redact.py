@@ -113,6 +113,8 @@ _ASCII_ESCAPE = re.compile(r"\\u00([2-7][0-9a-fA-F])")
 
 def _candidates(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int, str]]:
     candidates = find_builtin(text)
+    if not extra_patterns:
+        return candidates
     for pattern in _custom(extra_patterns):
         for match in pattern.finditer(text):
             start, end = _secret_span(match)

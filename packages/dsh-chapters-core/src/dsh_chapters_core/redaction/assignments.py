@@ -507,18 +507,29 @@ def _spaced_value(match: re.Match[str], name: str) -> Iterator[Span]:
         yield start, stop, family
 
 
-def find_set_form(text: str) -> Iterator[Span]:
-    """`set -x KEY value` (fish), `setx KEY value` (Windows), `aws configure set KEY value`,
-    `npm config set KEY value`: gated on `set` being in the text at all."""
-    if "set" in text:
-        for match in _SET_FORM.finditer(text):
-            yield from _spaced_value(match, match.group("name"))
+def find_set_form(text: str, start: int) -> Iterator[Span]:
+    """`set -x KEY value` (fish) at `start` (its `set`)."""
+    if not starts_word(text, start):
+        return
+    match = _SET_FORM.match(text, start)
+    if match is not None:
+        yield from _spaced_value(match, match.group("name"))
+
+
+_NAMED_VALUE = re.compile(r"(?P<name>[A-Za-z_]+)[ \t]+" + _SPACED_VALUE)
+
+
+def find_named_value(text: str, start: int) -> Iterator[Span]:
+    """`aws configure set aws_secret_access_key VALUE`, `npm config set …:_authToken VALUE`:
+    a name only these tools write, then its value after a space."""
+    match = _NAMED_VALUE.match(text, start)
+    if match is not None:
+        yield from _spaced_value(match, match.group("name"))
 
 
 def find_netrc(text: str) -> Iterator[Span]:
-    """`.netrc`'s `password value` after a `machine` (gated on `machine`)."""
-    if "machine" not in text:
-        return
+    """`.netrc`'s `password value` after a `machine` (the engine runs it only when `machine`
+    is in the text)."""
     for match in _NETRC.finditer(text):
         if text.rfind("machine", max(0, match.start() - 400), match.start()) < 0:
             continue
@@ -549,7 +560,11 @@ _SEPARATOR_AHEAD = r"[A-Za-z0-9_.-]{0,120}(?:[\"']|\\\")?[ \t]*[=:]"
 
 SPACED_TRIGGERS: tuple[Trigger, ...] = (
     literal_trigger("ENV", find_env_form, ahead=r"[ \t]"),
+    literal_trigger("set -", find_set_form),
+    *(literal_trigger(name, find_named_value, ahead=r"[ \t]")
+      for name in ("aws_secret_access_key", "aws_session_token", "_authToken")),
     *(literal_trigger(word, find_secret_inside, ahead=ahead)
       for word, ahead in (("SECRET_", _SEPARATOR_AHEAD), ("secret_", _SEPARATOR_AHEAD))),
 )
-GATED_FORMS = (find_set_form, find_netrc)
+# (the word a text must hold, the finder of the forms it starts)
+GATED_FORMS = (("machine", find_netrc),)

@@ -35,8 +35,8 @@ TRIGGERS: tuple[Trigger, ...] = (
     *(t for family in BUILTIN_FAMILIES for t in family.triggers), *EXTRA_TRIGGERS,
     *SPACED_TRIGGERS,
 )
-# Scans gated by a substring test (they look for their own keywords first).
-GATED: tuple[Callable[[str], Iterable[Span]], ...] = GATED_FORMS
+# Scans gated by a substring test: (the word, the finder run only when a text holds it).
+GATED: tuple[tuple[str, Callable[[str], Iterable[Span]]], ...] = GATED_FORMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,20 +110,29 @@ def combined_scan() -> Scan:
 
 def find_builtin(text: str) -> list[Span]:
     """Every built-in family's candidates in `text`, overlapping ones included."""
-    scan = combined_scan()
+    scan = _SCAN or _compiled()
     found: list[Span] = []
-    triggers, alone, later = scan.triggers, scan.alone, scan.later
     for match in scan.pattern.finditer(text):
         index = match.lastindex - 1  # type: ignore[operator]
         at = match.start()
-        found.extend(triggers[index].find(text, at))
-        for other in later[index]:
-            if alone[other].match(text, at):
-                found.extend(triggers[other].find(text, at))
+        found.extend(scan.triggers[index].find(text, at))
+        for other in scan.later[index]:
+            if scan.alone[other].match(text, at):
+                found.extend(scan.triggers[other].find(text, at))
     for gate, pattern, trigger in scan.gated:
         if gate in text:
             for match in pattern.finditer(text):
                 found.extend(trigger.find(text, match.start()))
-    for gated in GATED:
-        found.extend(gated(text))
+    for word, finder in GATED:
+        if word in text:
+            found.extend(finder(text))
     return found
+
+
+_SCAN: Scan | None = None
+
+
+def _compiled() -> Scan:
+    global _SCAN
+    _SCAN = combined_scan()
+    return _SCAN

@@ -78,6 +78,27 @@ def find_private_key(text: str, start: int) -> Iterator[Span]:
         yield body[0], body[1], "pem-private-key"
 
 
+_PEM_END = re.compile(r"-----END ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
+# The base64 lines right before an END line, to the end of the window they are searched in.
+# Each line starts a line: after a line break (plain or escaped), never inside a word.
+_KEY_TAIL = re.compile(
+    rf"(?:(?<=\\n)|(?<![A-Za-z0-9+/=\\]))(?:[A-Za-z0-9+/=]{{16,}}[ \t]*{_BREAK}[ \t]*)+\Z")
+_TAIL_WINDOW = 1 << 14
+
+
+def find_key_tail(text: str, start: int) -> Iterator[Span]:
+    """An END line whose BEGIN is not in this text (a key read in two chunks, a paste cut
+    at the top): the base64 lines right before it."""
+    if _PEM_END.match(text, start) is None:
+        return
+    floor = max(0, start - _TAIL_WINDOW)
+    tail = _KEY_TAIL.search(text, floor, start)
+    if tail is not None:
+        body = _trim(text, tail.start(), start)
+        if body[1] > body[0]:
+            yield body[0], body[1], "pem-private-key"
+
+
 _PUTTY_PRIVATE = re.compile(
     rf"Private-Lines: \d+{_BREAK}(?P<secret>{_B64_LINE}(?:{_BREAK}{_B64_LINE})*)"
 )
@@ -235,8 +256,10 @@ STRUCTURE_FAMILIES: tuple[Family, ...] = (
     Family(
         "pem-private-key",
         "private key blocks of every kind: `-----BEGIN [RSA|EC|DSA|OPENSSH|ENCRYPTED|PGP] "
-        "PRIVATE KEY[ BLOCK]-----` (plain, JSON-escaped, or cut off before END), SSH2 keys",
+        "PRIVATE KEY[ BLOCK]-----` (plain, JSON-escaped, cut off before END, or the part "
+        "before END when BEGIN is elsewhere), SSH2 keys",
         (literal_trigger("-----BEGIN ", find_private_key, ahead=r"(?:[A-Z0-9]+ )*PRIVATE KEY"),
+         literal_trigger("-----END ", find_key_tail, ahead=r"(?:[A-Z0-9]+ )*PRIVATE KEY"),
          literal_trigger("---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----", find_private_key)),
     ),
     Family("putty-private-key", "the private lines and the MAC of a PuTTY `.ppk` key",
