@@ -66,6 +66,11 @@ _TWO_WORD = frozenset(c.split(" ", 1)[0] for c in _SHORT_FLAGS if " " in c)
 _PREFIX_WORDS = frozenset({"sudo", "env", "time", "exec", "nohup", "command", "nice", "doas",
                            "xargs", "watch", "timeout", "!", "then", "do", "else"})
 _FLAG_LETTERS = "".join(sorted({f for flags in _SHORT_FLAGS.values() for f in flags}))
+# The last three letters of the long flags read as credential names (any case).
+_FLAG_ENDINGS = "(?:" + "|".join(sorted({
+    v for e in ("ass", "swd", "ord", "ase", "sin", "out", "pwd", "ken", "ret", "key", "ser",
+                "uth")
+    for v in (e, e.upper(), e.capitalize())})) + ")"
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\Z")
 _QUOTED = re.compile(r"\"([^\"\\\n]*)\"|'([^'\\\n]*)'|\\\"((?:[^\"\\\n]|\\[^\"\n])*)\\\"")
 _BARE_END = re.compile(r"[\s\"'`;|&()<>\\]")
@@ -260,9 +265,11 @@ COMMAND_FAMILIES: tuple[Family, ...] = (
         (
             Trigger(
                 "-",
-                f"(?<![^\\s\"'=(]-)(?=[{_FLAG_LETTERS}]|-?(?=[A-Za-z])[A-Za-z0-9_-]{{0,60}}(?:[pP](?:ass"
-                r"(?:word|wd|phrase|in|out)?|wd)|[tT]oken|[sS]ecret|[kK]ey|[uU]ser|[aA]uth)"
-                r"[ \t=])",
+                # A short flag this module knows, or a long one ending like a credential's
+                # name (read whole, possessively, then its last three letters checked: no
+                # backtracking over a long flag's name).
+                f"(?<![^\\s\"'=(]-)(?=[{_FLAG_LETTERS}]|-?[A-Za-z][A-Za-z0-9_-]{{0,60}}+"
+                f"(?<={_FLAG_ENDINGS})[ \\t=])",
                 find_flag,
             ),
         ),
