@@ -17,12 +17,14 @@ from pathlib import Path
 import watchfiles
 from watchfiles._rust_notify import RustNotify
 
-_SESSION_SUFFIX = ".jsonl"
+# JSON lines; Gemini CLI's session documents and OpenCode's JSON storage (.json); OpenCode's
+# database, whose writes land in its write-ahead log first (.db, .db-wal).
+_SESSION_SUFFIXES = (".jsonl", ".json", ".db", ".db-wal")
 
 
 def _session_file(change: watchfiles.Change, path: str) -> bool:
     # A transcript is appended to (modified) or created; a deleted one has nothing to archive.
-    return change != watchfiles.Change.deleted and path.endswith(_SESSION_SUFFIX)
+    return change != watchfiles.Change.deleted and path.endswith(_SESSION_SUFFIXES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +45,7 @@ def existing_roots(roots: Sequence[Path]) -> list[Path]:
 def session_changes(
     roots: Sequence[Path], timing: WatchTiming, stop: threading.Event
 ) -> Iterator[set[str] | None]:
-    """None once the kernel watch is live, then batches of changed `.jsonl` paths under
+    """None once the kernel watch is live, then batches of changed session files under
     `roots`, and an empty batch at each idle tick.
 
     The first None is the caller's moment for a full pass: from then on no write is missed,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh_chapters_core.curation import edits_path
-from dsh_chapters_core.pool_layout import RULES_DIR
+from dsh_chapters_core.pool_layout import RULES_DIR, to_pool
 from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
@@ -26,7 +26,7 @@ from dsh_chapters_fs.configfile import HARNESS_ID_PATTERN, load_config
 from dsh_chapters_fs.credentials import FileCredentialStore
 from dsh_chapters_fs.home import resolve_dsh_home, user_config_path
 from dsh_chapters_fs.lock import FileWriterLock, read_generation
-from dsh_chapters_fs.search_cache import SqliteSearchCache
+from dsh_chapters_fs.search_index import SqliteSearchIndex
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
 from dsh_chapters_fs.store import STORE_DIRNAME, FsChapterStore
 from dsh_chapters_fs.storelog import StoreLog
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from dsh_chapters_core.reading import ReadRoot
     from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
+    from dsh_chapters_harness.mcp_config import McpConfigInstaller
 
 PROJECT_CONFIG_NAME = PROJECT_CONFIG
 
@@ -157,7 +158,8 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     reader = FrontmatterReader(bodies=True)  # the body is scored and anchored (search.md)
     store_tree = SearchTree(app.store_root)
     cache_dir = app.store_root / "cache"
-    lines = app.config.search_passage_lines  # body profiles are cut at the scored size
+    lines = app.config.search_passage_lines  # long blocks are cut into passages this long
+    segment = app.config.search_segment_bytes
     doors: list[SearchDoor] = []
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():
@@ -165,15 +167,15 @@ def open_search(app: App, cached: bool = True) -> SearchService:
             name=DoorName.MIRROR, layout=DoorLayout.MIRROR,
             tree=SplitTree(SearchTree(mirror_root), SearchTree(cache_dir / "mirror")),
             reader=reader, prefix=f"{MIRROR_DIRNAME}/",
-            cache=SqliteSearchCache(cache_dir / "search-mirror.sqlite", passage_lines=lines)
-            if cached else None,
+            cache=SqliteSearchIndex(cache_dir / "search-mirror.sqlite", passage_lines=lines,
+                                    segment_bytes=segment) if cached else None,
             state=store_tree, state_path="cache/index-mirror.tokens.json",
             generation_path="cache/index-mirror.generation"))
     doors.append(SearchDoor(
         name=DoorName.STORE, layout=DoorLayout.STORE, tree=store_tree, reader=reader,
         prefix=f"{STORE_DIRNAME}/",
-        cache=SqliteSearchCache(cache_dir / "search-store.sqlite", passage_lines=lines)
-        if cached else None,
+        cache=SqliteSearchIndex(cache_dir / "search-store.sqlite", passage_lines=lines,
+                                segment_bytes=segment) if cached else None,
         state=store_tree, state_path="cache/index-store.tokens.json",
         generation_path="cache/index-store.generation",
         notes_path="cache/index-store.written.jsonl"))
@@ -195,8 +197,14 @@ def open_search(app: App, cached: bool = True) -> SearchService:
         tokens.append((facts, store_tree.fingerprint(facts)))
         return hashlib.sha256(json.dumps(tokens).encode("utf-8")).hexdigest()
 
+    def published_as(path: str) -> str | None:
+        # A store chapter's twin in the pool (§2.2), under this workspace's projectKey.
+        twin = to_pool(path, app.identity.project_key)
+        return twin.pool_path if twin is not None else None
+
     return SearchService(doors=doors, config=app.config, harness_id=app.harness_id,
-                         clock_now=app.clock.now, core_rules=core_rules, generation=generation)
+                         clock_now=app.clock.now, core_rules=core_rules, generation=generation,
+                         published_as=published_as)
 
 
 def read_roots(app: App) -> tuple[ReadRoot, ...]:
@@ -243,6 +251,13 @@ def dsh_installer(app: App, command: tuple[str, ...]) -> DshInstaller:
 
     return DshInstaller(command=command, ledger_path=app.dsh_home / INSTALL_LEDGER,
                         workspace=app.workspace, chapters_home=app.dsh_home)
+
+
+def mcp_config_installer(app: App, command: tuple[str, ...]) -> McpConfigInstaller:
+    """Our MCP server in Gemini CLI's settings.json and OpenCode's opencode.json."""
+    from dsh_chapters_harness.mcp_config import McpConfigInstaller
+
+    return McpConfigInstaller(command=command, ledger_path=app.dsh_home / INSTALL_LEDGER)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,10 +343,16 @@ def session_files() -> SessionFiles:
     from dsh_chapters_harness.claude_code import claude_config_dir
     from dsh_chapters_harness.codex import codex_home, rollout_cwd
     from dsh_chapters_harness.discovery import read_head, same_directory
+    from dsh_chapters_harness.gemini_cli import gemini_dir
+    from dsh_chapters_harness.opencode import data_dir
+    from dsh_chapters_harness.pi import agent_dir
 
     roots = {"claude-code": claude_config_dir() / "projects",
              "codex": codex_home() / "sessions",
-             "dsh": Path.home() / ".dsh" / "sessions"}
+             "dsh": Path.home() / ".dsh" / "sessions",
+             "gemini-cli": gemini_dir() / "tmp",
+             "opencode": data_dir(),
+             "pi": agent_dir() / "sessions"}
     return SessionFiles(roots=roots, rollout_cwd=rollout_cwd, same_directory=same_directory,
                         read_head=read_head)
 
@@ -354,6 +375,7 @@ FACTORIES = Factories(
     document_reader=document_reader,
     write_project_setting=set_project_setting,
     session_files=session_files,
+    mcp_config_installer=mcp_config_installer,
 )
 
 __all__ = ["App", "bootstrap", "default_harness_id", "enrichment_lock", "find_workspace"]

@@ -139,6 +139,9 @@ READER_PACKAGES: dict[str, str] = {
     "dsh": "dsh-chapters-harness",
     "claude-code": "dsh-chapters-harness",
     "codex": "dsh-chapters-harness",
+    "gemini-cli": "dsh-chapters-harness",
+    "opencode": "dsh-chapters-harness",
+    "pi": "dsh-chapters-harness",
     "specstory": "dsh-chapters-specstory",
 }
 

@@ -26,6 +26,7 @@ from dsh_chapters_core.errors import (
 )
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.scorer import ScoredEntry
+from dsh_chapters_core.search.terms import QueryCut
 
 
 class AnswerStatus(enum.StrEnum):
@@ -62,21 +63,45 @@ class SearchAnswer:
     path_prefix: str = ""  # what makes a door-relative path workspace-relative
     searched: int = 0  # documents the door holds (in scope), for the "no-match" message
     snippets: bool = True  # anchors shown (text) and carried (JSON)
+    cut: QueryCut | None = None  # set when the question was longer than a search reads
+    # Chapters of this machine not yet published that the pool door's answer includes, and
+    # what makes their paths (marked `store:`) workspace-relative.
+    unpublished: int = 0
+    overlay_prefix: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """`{matches:[{score,date,kind,title,path,topics}], shown, total, budget, door}`."""
-        return {
-            "matches": [match_json(m, self.path_prefix, snippets=self.snippets)
-                        for m in self.matches],
+        """`{matches:[{score,date,kind,title,path,topics}], shown, total, budget, door}`,
+        and `queryCut` when the question was cut."""
+        data: dict[str, Any] = {
+            "matches": [match_json(m, self.path_prefix, snippets=self.snippets,
+                                   overlay_prefix=self.overlay_prefix) for m in self.matches],
             "shown": self.shown,
             "total": self.total,
             "budget": self.budget.to_json(),
             "door": self.door,
             "status": str(self.status),
         }
+        if self.unpublished:
+            data["unpublished"] = self.unpublished
+        if self.cut is not None:
+            data["queryCut"] = self.cut.to_json()
+        return data
+
+    def cut_line(self) -> str:
+        """What a long question lost, in words ("" when nothing was cut)."""
+        c = self.cut
+        if c is None:
+            return ""
+        return (f"the question was cut to what a search reads: {c.kept_chars:,} of "
+                f"{c.chars:,} characters, {c.kept_words} of {c.words} distinct words")
 
     def text(self, words: ArgumentWords = plain_argument) -> str:
         """The answer's lines; `words` names the budget argument in the caller's terms."""
+        cut = self.cut_line()
+        text = self._text(words)
+        return f"{text}\n{cut}" if cut else text
+
+    def _text(self, words: ArgumentWords) -> str:
         if self.status is AnswerStatus.EMPTY:
             return f"nothing here: the {self.door} holds no archive yet (status: empty)"
         if self.status is AnswerStatus.NO_MATCH:
@@ -84,9 +109,10 @@ class SearchAnswer:
                 f"no match: {self.searched} documents in the {self.door}, none matched "
                 "(status: no-match)"
             )
+        door = f"{self.door} + {self.unpublished} unpublished" if self.unpublished else self.door
         head = (
             f"shown {self.shown} of {self.total} · {self.budget.used}/{self.budget.requested} "
-            f"tokens · door: {self.door}"
+            f"tokens · door: {door}"
         )
         if self.shown < self.total:
             head += f" · raise {words(Argument.MAX_TOKENS, None)} for more"
@@ -119,10 +145,20 @@ def _score(score: float) -> str:
     return f"{score:.2f}"
 
 
-def render_line(scored: ScoredEntry, path_prefix: str = "") -> str:
+OVERLAY_MARK = "store:"  # a door-relative path of this machine's store (search.md "Two doors")
+
+
+def shown_path(path: str, prefix: str, overlay_prefix: str = "") -> str:
+    """A door-relative path as the workspace names it."""
+    if path.startswith(OVERLAY_MARK):
+        return overlay_prefix + path.removeprefix(OVERLAY_MARK)
+    return prefix + path
+
+
+def render_line(scored: ScoredEntry, path_prefix: str = "", overlay_prefix: str = "") -> str:
     """`score | date | kind | title | path (topics: …)`; a stitched entry cites every member."""
     e = scored.entry
-    paths = " + ".join(f"{path_prefix}{p}" for p in e.cited_paths)
+    paths = " + ".join(shown_path(p, path_prefix, overlay_prefix) for p in e.cited_paths)
     topics = ", ".join(e.topics) if e.topics else "-"
     return (
         f"{_score(scored.score)} | {_date(e.date)} | {e.kind} | {_one_line(e.title)} | "
@@ -137,18 +173,18 @@ def anchor_line(scored: ScoredEntry) -> str:
 
 
 def match_json(scored: ScoredEntry, path_prefix: str = "", *,
-               snippets: bool = True) -> dict[str, Any]:
+               snippets: bool = True, overlay_prefix: str = "") -> dict[str, Any]:
     e = scored.entry
     data: dict[str, Any] = {
         "score": round(scored.score, 4),
         "date": _date(e.date),
         "kind": str(e.kind),
         "title": _one_line(e.title),
-        "path": f"{path_prefix}{e.path}",
+        "path": shown_path(e.path, path_prefix, overlay_prefix),
         "topics": list(e.topics),
     }
     if e.members:
-        data["members"] = [f"{path_prefix}{p}" for p in e.members]
+        data["members"] = [shown_path(p, path_prefix, overlay_prefix) for p in e.members]
     if snippets and scored.anchor is not None:
         data["anchor"] = scored.anchor.to_json()
     return data
@@ -170,6 +206,7 @@ def pack_results(
     config: Config,
     door: str = "",
     path_prefix: str = "",
+    overlay_prefix: str = "",
     status: AnswerStatus | None = None,
     searched: int = 0,
     total: int | None = None,
@@ -184,7 +221,7 @@ def pack_results(
     lines: list[str] = []
     used = 0
     for item in scored:
-        line = render_line(item, path_prefix)
+        line = render_line(item, path_prefix, overlay_prefix)
         anchor = anchor_line(item) if snippets else ""
         if anchor:
             line += "\n" + anchor
@@ -206,6 +243,7 @@ def pack_results(
         lines=tuple(lines),
         status=final,
         path_prefix=path_prefix,
+        overlay_prefix=overlay_prefix,
         searched=searched,
         snippets=snippets,
     )

@@ -22,7 +22,7 @@ from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters.commands.invocation import Invocation
 
 ALL = "all"
-BUILT_IN = ("claude-code", "codex", "dsh")
+BUILT_IN = ("claude-code", "codex", "dsh", "gemini-cli", "opencode", "pi")
 
 
 @contextlib.contextmanager
@@ -123,7 +123,8 @@ def run_watch(args: argparse.Namespace, inv: Invocation,
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     watch = subparsers.add_parser(
         "watch", parents=[common], help="archive this project's sessions as they are written",
-        description="Watch this project's Claude Code, Codex and DSH session folders "
+        description="Watch this project's Claude Code, Codex, DSH, Gemini CLI, OpenCode and pi "
+                    "session folders "
                     "(inotify; no polling) and archive each completed turn within seconds of "
                     "its end; a session idle for sessionFinalAfterMinutes is archived whole. "
                     "Pushes with the sync debounce. SIGTERM stops it between archives.")

@@ -88,6 +88,9 @@ class LiveArchive:
                 rediscover.add(owner)
         for name in sorted(rediscover):
             found = set(self.app.harnesses[name].discover(None, workspace))
+            if _names_sessions_inside(self.app.harnesses[name]):
+                for path in found:  # a new session inside a changed database
+                    self.files.setdefault(path, name)
             for path in new:
                 if path in found:
                     self.files.setdefault(path, name)
@@ -102,10 +105,11 @@ class LiveArchive:
             self.adopt(changed)  # a new session file: is it this project's?
         done: list[Archived] = []
         for path, harness in sorted(self.files.items()):
-            stat = _stat(path)
+            backing = _backing_file(self.app.harnesses[harness], path)
+            stat = _stat(backing)
             if stat is None:
                 continue
-            final = is_finished(path, self.app.config)
+            final = is_finished(backing, self.app.config)
             if final and self.finalized.get(path) == stat[1]:
                 continue  # finalized at this very mtime: nothing new, nothing to read
             if not final and changed is not None and path not in changed \
@@ -133,6 +137,18 @@ class LiveArchive:
             return Archived(harness, path, archive_and_log(self.app, transcript, final=final))
         except ChaptersError as exc:  # one unreadable file never stops the watcher
             return Archived(harness, path, error=exc.message)
+
+
+def _backing_file(reader: object, path: str) -> str:
+    """The file whose size and time stand for a session's. A reader whose sessions live inside
+    one file (OpenCode's database: `<db>#<session id>`) says which, by a `backing_file`
+    method; otherwise the session is its file."""
+    backing = getattr(reader, "backing_file", None)
+    return str(backing(path)) if callable(backing) else path
+
+
+def _names_sessions_inside(reader: object) -> bool:
+    return callable(getattr(reader, "backing_file", None))
 
 
 def _stat(path: str) -> tuple[int, float] | None:
