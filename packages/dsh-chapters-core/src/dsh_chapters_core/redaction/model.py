@@ -3,9 +3,9 @@
 A family never scans the text itself. Each of its triggers names one character (the pivot)
 and the fixed-width look-behind and look-ahead that must hold around it; the engine joins
 every trigger of every family into one regular expression, so a text is scanned once, at C
-speed, and a family's finder (Python) runs only where its own trigger fired. The pivot is the
-trigger's rarest character (`RARITY`): a scan for rare characters skips nearly every position
-of ordinary text without looking further.
+speed, and a family's finder (Python) runs only where its own trigger fired. The pivots are a few
+rare characters (`PIVOTS`): a scan for them skips nearly every position of ordinary text
+without looking further.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ CAPITALS = "KJZXQYVGHAE"
 PIVOTS = frozenset(SEPARATORS + CAPITALS)
 
 WORD = frozenset(string.ascii_letters + string.digits)
-TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
+URLSAFE = frozenset(WORD | {"_", "-"})
 
 
 @dataclass(frozen=True, slots=True)

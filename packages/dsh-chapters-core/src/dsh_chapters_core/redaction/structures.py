@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from dsh_chapters_core.redaction.assignments import is_placeholder
 from dsh_chapters_core.redaction.model import (
-    WORD,
+    URLSAFE,
     Family,
     Span,
     Trigger,
@@ -23,8 +23,6 @@ from dsh_chapters_core.redaction.model import (
     spans_of,
     starts_word,
 )
-
-_URLSAFE = frozenset(WORD | {"_", "-"})
 
 # -- private keys ---------------------------------------------------------------------------
 
@@ -124,10 +122,10 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,8192}\.eyJ[A-Za-z0-9_-]{4,8192}\.[A-Za-z0
 
 
 def find_jwt(text: str, start: int) -> Iterator[Span]:
-    if not starts_word(text, start, _URLSAFE):
+    if not starts_word(text, start, URLSAFE):
         return
     match = _JWT.match(text, start)
-    if match is not None and ends_word(text, match.end(), _URLSAFE):
+    if match is not None and ends_word(text, match.end(), URLSAFE):
         yield start, match.end(), "jwt"
 
 
@@ -205,7 +203,7 @@ def find_telegram(text: str, at: int) -> Iterator[Span]:
     if at - start < 8 or not (starts_word(text, start) or text.endswith("/bot", 0, start)):
         return  # `api.telegram.org/bot<token>/…` holds it right after `bot`
     match = _TELEGRAM.match(text, start)
-    if match is not None and ends_word(text, match.end(), _URLSAFE):
+    if match is not None and ends_word(text, match.end(), URLSAFE):
         yield start, match.end(), "telegram-bot-token"
 
 
@@ -245,10 +243,10 @@ _AZURE_AD = re.compile(r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}")
 def find_azure_ad_secret(text: str, at: int) -> Iterator[Span]:
     """Azure AD client secrets: `xxx8Q~…` (`at` is the `~`)."""
     start = at - 5
-    if start < 0 or not starts_word(text, start, _URLSAFE | {"~", "."}):
+    if start < 0 or not starts_word(text, start, URLSAFE | {"~", "."}):
         return
     match = _AZURE_AD.match(text, start)
-    if match is not None and ends_word(text, match.end(), _URLSAFE | {"~", "."}):
+    if match is not None and ends_word(text, match.end(), URLSAFE | {"~", "."}):
         yield start, match.end(), "azure-key"
 
 

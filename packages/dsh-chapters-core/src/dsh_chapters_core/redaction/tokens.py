@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dsh_chapters_core.redaction.model import (
+    URLSAFE,
     WORD,
     Family,
     Span,
@@ -38,7 +39,6 @@ class Shape:
 
 
 _B62 = "A-Za-z0-9"
-_URLSAFE = frozenset(WORD | {"_", "-"})
 
 
 # Open-ended bodies (`{20,}`) stop at this many characters: a longer unbroken run is no
@@ -73,7 +73,7 @@ def token_family(name: str, what: str, *shapes: Shape) -> Family:
 
 def _openai_or_anthropic(text: str, start: int) -> Iterable[Span]:
     """`sk-ant-…` is Anthropic's; any other `sk-` key of 20+ characters is OpenAI's shape."""
-    if not starts_word(text, start, _URLSAFE):
+    if not starts_word(text, start, URLSAFE):
         return ()
     match = _SK.match(text, start)
     if match is None or is_example(match.group(0)[3:]):
@@ -104,16 +104,16 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     token_family(
         "gitlab-token", "GitLab tokens: `glpat-`, `gldt-`, `glrt-`, `glptt-`, `glcbt-`, "
         "`glft-`, `glimt-`, `glagent-`, `gloas-`, `glsoat-`, `glffct-`, `GR1348941`",
-        *(Shape(p, r"[A-Za-z0-9_-]{20,}(?:\.[0-9a-z]{9})?", _URLSAFE)
+        *(Shape(p, r"[A-Za-z0-9_-]{20,}(?:\.[0-9a-z]{9})?", URLSAFE)
           for p in ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glft-", "glimt-",
                     "glagent-", "gloas-", "glsoat-", "glffct-", "GR1348941")),
     ),
     token_family(
         "slack-token", "Slack tokens: `xoxb-`, `xoxp-`, `xoxa-`, `xoxr-`, `xoxs-`, `xoxo-`, "
         "`xoxe-`, `xoxe.xoxp-`, `xapp-`",
-        *(Shape(f"xox{c}-", r"[A-Za-z0-9-]{10,}", _URLSAFE) for c in "abposer"),
-        Shape("xoxe.xox", r"[bp]-[A-Za-z0-9-]{10,}", _URLSAFE),
-        Shape("xapp-", r"\d-[A-Za-z0-9-]{10,}", _URLSAFE),
+        *(Shape(f"xox{c}-", r"[A-Za-z0-9-]{10,}", URLSAFE) for c in "abposer"),
+        Shape("xoxe.xox", r"[bp]-[A-Za-z0-9-]{10,}", URLSAFE),
+        Shape("xapp-", r"\d-[A-Za-z0-9-]{10,}", URLSAFE),
     ),
     token_family(
         "stripe-key", "Stripe secret and restricted keys and webhook secrets: `sk_live_`, "
@@ -124,7 +124,7 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     ),
     token_family(
         "sendgrid-key", "SendGrid keys: `SG.<22>.<43>`",
-        Shape("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}", _URLSAFE),
+        Shape("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}", URLSAFE),
     ),
     token_family(
         "huggingface-token", "Hugging Face tokens: `hf_…`, `api_org_…`",
@@ -137,12 +137,12 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     ),
     token_family(
         "pypi-token", "PyPI upload tokens: `pypi-AgEIcHlwaS5vcmc…` (and test.pypi.org's)",
-        Shape("pypi-AgEIcHlwaS5vcmc", r"[A-Za-z0-9_-]{40,}", _URLSAFE),
-        Shape("pypi-AgENdGVzdC5weXBpLm9yZw", r"[A-Za-z0-9_-]{40,}", _URLSAFE),
+        Shape("pypi-AgEIcHlwaS5vcmc", r"[A-Za-z0-9_-]{40,}", URLSAFE),
+        Shape("pypi-AgENdGVzdC5weXBpLm9yZw", r"[A-Za-z0-9_-]{40,}", URLSAFE),
     ),
     token_family(
         "vault-token", "HashiCorp Vault tokens: `hvs.…`, `hvb.…`, `hvr.…`",
-        *(Shape(f"hv{c}.", r"[A-Za-z0-9_-]{24,}", _URLSAFE) for c in "sbr"),
+        *(Shape(f"hv{c}.", r"[A-Za-z0-9_-]{24,}", URLSAFE) for c in "sbr"),
     ),
     token_family(
         "doppler-token", "Doppler tokens: `dp.pt.`, `dp.st.`, `dp.sa.`, `dp.ct.`, `dp.scim.`, "
@@ -156,12 +156,12 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     ),
     token_family(
         "google-api-key", "Google API keys: `AIza` + 35",
-        Shape("AIza", r"[A-Za-z0-9_-]{35}", _URLSAFE),
+        Shape("AIza", r"[A-Za-z0-9_-]{35}", URLSAFE),
     ),
     token_family(
         "google-oauth", "Google OAuth client secrets and access tokens: `GOCSPX-…`, `ya29.…`",
-        Shape("GOCSPX-", r"[A-Za-z0-9_-]{24,}", _URLSAFE),
-        Shape("ya29.", r"[A-Za-z0-9_-]{30,}", _URLSAFE),
+        Shape("GOCSPX-", r"[A-Za-z0-9_-]{24,}", URLSAFE),
+        Shape("ya29.", r"[A-Za-z0-9_-]{30,}", URLSAFE),
     ),
     token_family(
         "npm-token", "npm tokens: `npm_` + 36",
@@ -205,14 +205,14 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     ),
     token_family(
         "flyio-token", "Fly.io tokens: `fo1_…`, `fm1a_…`, `fm1r_…`, `fm2_…`",
-        Shape("fo1_", r"[A-Za-z0-9_-]{43}", _URLSAFE),
+        Shape("fo1_", r"[A-Za-z0-9_-]{43}", URLSAFE),
         *(Shape(p, r"[A-Za-z0-9+/]{100,}={0,3}", frozenset())
           for p in ("fm1a_", "fm1r_", "fm2_")),
     ),
     token_family(
         "planetscale-token", "PlanetScale tokens and passwords: `pscale_tkn_`, `pscale_pw_`, "
         "`pscale_oauth_`",
-        *(Shape(f"pscale_{k}_", r"[A-Za-z0-9_=.-]{32,64}", _URLSAFE)
+        *(Shape(f"pscale_{k}_", r"[A-Za-z0-9_=.-]{32,64}", URLSAFE)
           for k in ("tkn", "pw", "oauth")),
     ),
     token_family(
@@ -243,13 +243,13 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     ),
     token_family(
         "square-token", "Square tokens and secrets: `sq0atp-`, `sq0csp-`, `EAAA…`",
-        Shape("sq0atp-", r"[A-Za-z0-9_-]{22,}", _URLSAFE),
-        Shape("sq0csp-", r"[A-Za-z0-9_-]{40,}", _URLSAFE),
-        Shape("EAAA", r"[A-Za-z0-9_-]{60,}", _URLSAFE),
+        Shape("sq0atp-", r"[A-Za-z0-9_-]{22,}", URLSAFE),
+        Shape("sq0csp-", r"[A-Za-z0-9_-]{40,}", URLSAFE),
+        Shape("EAAA", r"[A-Za-z0-9_-]{60,}", URLSAFE),
     ),
     token_family(
         "atlassian-token", "Atlassian API tokens: `ATATT3…`; Bitbucket app passwords `ATBB…`",
-        Shape("ATATT3", r"[A-Za-z0-9_=-]{150,}", _URLSAFE),
+        Shape("ATATT3", r"[A-Za-z0-9_=-]{150,}", URLSAFE),
         Shape("ATBB", r"[A-Za-z0-9]{32}"),
     ),
     token_family(
@@ -268,7 +268,7 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     token_family(
         "registry-token", "Package registry tokens: Docker Hub `dckr_pat_`, RubyGems "
         "`rubygems_`, Artifactory `AKCp…`, Clojars `CLOJARS_`",
-        Shape("dckr_pat_", r"[A-Za-z0-9_-]{27,}", _URLSAFE),
+        Shape("dckr_pat_", r"[A-Za-z0-9_-]{27,}", URLSAFE),
         Shape("rubygems_", r"[a-f0-9]{48}"),
         Shape("AKCp", r"[A-Za-z0-9]{60,}"),
         Shape("CLOJARS_", r"[a-z0-9]{60}"),
@@ -287,7 +287,7 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     ),
     token_family(
         "heroku-key", "Heroku platform keys: `HRKU-AA…`",
-        Shape("HRKU-AA", r"[A-Za-z0-9_-]{58}", _URLSAFE),
+        Shape("HRKU-AA", r"[A-Za-z0-9_-]{58}", URLSAFE),
     ),
     token_family(
         "cloudflare-key", "Cloudflare origin CA keys: `v1.0-<24 hex>-<146 hex>`",
@@ -295,6 +295,6 @@ TOKEN_FAMILIES: tuple[Family, ...] = (
     ),
     token_family(
         "openshift-token", "OpenShift user tokens: `sha256~` + 43",
-        Shape("sha256~", r"[A-Za-z0-9_-]{43}", _URLSAFE),
+        Shape("sha256~", r"[A-Za-z0-9_-]{43}", URLSAFE),
     ),
 )
