@@ -48,6 +48,7 @@ class Kind(enum.Enum):
     AUTHORIZATION = "authorization"
     AUTH = "auth"  # exactly `auth` / `_auth`: a docker or npm `user:password` blob, or weak
     BARE_KEY = "key"  # exactly `key`: weak, and a hex digest or a UUID under it is an id
+    WEAK_KEY = "weak key"  # `…_KEY` (`ENCRYPTION_KEY`): weak, and a hex value may be a key
 
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -96,7 +97,10 @@ def name_kind(name: str) -> Kind | None:
         return Kind.AZURE
     if joined.endswith("authorization"):
         return Kind.AUTHORIZATION
-    if joined.endswith(_STRONG_ENDINGS) or words[-1] in _STRONG_WORDS:
+    if joined.endswith(_STRONG_ENDINGS) and joined not in ("pwd",) or (
+            words[-1] in _STRONG_WORDS and len(words) > 1):
+        # `pass`, `pw`, `pwd` alone are a test's status (`--- PASS: TestX`) and the shell's
+        # working directory: they name a credential only in a compound (`DB_PASS`, `dbPwd`).
         return Kind.STRONG
     if words[-1] == "key" and len(words) > 1 and words[-2] in _NOT_SECRET_KEYS:
         return None
@@ -104,6 +108,8 @@ def name_kind(name: str) -> Kind | None:
         return Kind.BARE_KEY
     if joined == "auth":
         return Kind.AUTH
+    if joined.endswith("key"):
+        return Kind.WEAK_KEY
     if joined.endswith(_WEAK_ENDINGS) or words[-1] in _WEAK_WORDS or words[-1] == "auth":
         return Kind.WEAK
     return None
@@ -122,9 +128,10 @@ MAX_VALUE = 4096
 # (`password)`, `SecretStr`), a dotted name, a call or an index (`settings.api_key`,
 # `os.environ[`, `get_secret()`, `Optional[str]`). Matched from the value's start only.
 _CODE_REFERENCE = re.compile(
-    r"[A-Za-z_]+[)\]}]*\Z"
-    r"|[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+[)\]}]*\Z"
-    r"|[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*[(\[]"
+    r"[(\[{!]|await\b"
+    r"|[A-Za-z_]+[)\]}]*\Z"
+    r"|[A-Za-z_$][\w$]*(?:(?:[?!]?\.|::|->)[A-Za-z_$][\w$]*)+[)\]}]*\Z"
+    r"|[A-Za-z_$][\w$]*(?:(?:[?!]?\.|::|->)[A-Za-z_$][\w$]*)*[(\[<{]"
 )
 _FILLER = re.compile(r"[*•·.#_xX?-]+")
 _BRACKETED = frozenset({("<", ">"), ("{", "}"), ("[", "]"), ("(", ")")})
@@ -133,9 +140,12 @@ _PLACEHOLDER_WORDS = frozenset({
     "secret", "token", "redacted", "hidden", "masked", "dummy", "placeholder", "changeme",
     "change-me", "change_me", "replaceme", "replace-me", "replace_me", "required", "optional",
     "default", "empty", "value", "todo", "tbd", "notset", "not-set", "unset", "secretstr",
+    "invalid", "expired", "wrong", "incorrect", "bad", "fake", "test", "testing", "dummy",
 })
 _PLACEHOLDER_PARTS = re.compile(
     r"(?i)example|(?:^|[^a-z])your[ _-]|^(?:my|insert|enter|replace|put|add|paste)[ _-]"
+    r"|\*{3}|x{4}|•{3}|^(?:test|dummy|fake|mock|sample|placeholder)[ _-]|^#\{|redacted"
+    r"|\$\{|(?:\.\.\.|…)$"
     r"|[ _-]here$|^xxx|^\.\.\."
     r"|^process\.env|^os\.environ|^env[.:(\[]|^secrets?\.|^vault:|^\{\{|^<%|^ref\+"
     r"|^%\(\w+\)s|^%[A-Za-z_]\w*%$|^@@|^\*\*\*|^•••|^\$[({\w]"
@@ -159,8 +169,11 @@ _TYPE_FOLLOWERS = frozenset(";,|&>)=[<{")
 
 def is_placeholder(value: str) -> bool:
     """Text standing for a secret: `***`, `xxxx…`, `<your key>`, `${VAR}`, `$VAR`, `$(cmd)`,
-    `{{ .Values.x }}`, `[REDACTED]`, `changeme`, `your_api_key`, `…example…`."""
+    `{{ .Values.x }}`, `[REDACTED]`, `changeme`, `your_api_key`, `…example…`, `sk-abc…`, and
+    a slug naming what it stands for (`local-dev-key`, `runtime-operator-token`)."""
     if len(value) < 2:
+        return True
+    if _SLUG.fullmatch(value) and _wordy(value) and _CREDENTIAL_WORD.search(value):
         return True
     if (value[0], value[-1]) in _BRACKETED or _FILLER.fullmatch(value) is not None:
         return True
@@ -203,12 +216,44 @@ _TOKEN_VALUE = re.compile(r"[A-Za-z0-9+/=_%~-]+(?:\.[A-Za-z0-9+/=_%~-]+)*")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_ONE_WORD = re.compile(r"[A-Za-z0-9+/=_]+")
+_CODE_PUNCTUATION = re.compile(r"[()\[\]{}<>,;]|::|->")
 
 
-def _weak_value(value: str) -> bool:
-    """A weak name's value: random, but not an id everyone shares (a UUID, a git SHA)."""
+def _wordy(value: str) -> bool:
+    """Made of words (`1-3-page-shell-with-layout`, `RAW_PROVIDER_SECRET`, a cache key's
+    parts): half or more of its characters in runs of four lower-case letters (read in one
+    case when it is all one case), which random mixed-case text rarely holds."""
+    if value.isupper() or value.islower():
+        value = value.lower()
+    return sum(len(run) for run in _LETTER_RUNS.findall(value)) * 2 >= len(value)
+
+
+_LETTER_RUNS = re.compile(r"[a-z]{4,}")
+_SLUG = re.compile(r"[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)+")
+_CREDENTIAL_WORD = re.compile(
+    r"(?i)(?:^|[-_.])(?:token|secret|key|password|passwd|pass|pwd|credential|credentials|apikey"
+    r"|auth|value|stale|current|refreshed|leaked|value)(?:$|[-_.\d])")
+
+
+def identifier_like(value: str, name: str = "") -> bool:
+    """Reads as a program's name for something (`clientSecret`, `PostHogAPIKey`,
+    `googleIdToken`), not as generated text: camelCase words (a capital, then lower case) or
+    acronyms; or the key's own name. Random mixed case leaves lone capitals."""
+    if name and value.lower().strip("_$") in name.lower():
+        return True
+    return _CAMEL.fullmatch(value) is not None
+
+
+_CAMEL = re.compile(r"(?:[A-Z]{2,}(?=[A-Z][a-z]{2}|\d|_|\Z)|[A-Z]?[a-z]+|\d{1,3}|_)+")
+
+
+def _weak_value(value: str, *, hex_ok: bool = True) -> bool:
+    """A weak name's value: random, and not an id everyone shares (a UUID, a git SHA), words
+    (a slug), or, unless the name ends in KEY, a hex digest (a signature, a checksum)."""
     return (looks_random(value) and _UUID.fullmatch(value) is None
-            and _SHA1.fullmatch(value) is None)
+            and _SHA1.fullmatch(value) is None and not _wordy(value)
+            and (hex_ok or _HEX.fullmatch(value) is None))
 
 
 def _docker_auth(value: str) -> bool:
@@ -269,7 +314,7 @@ def _value_at(text: str, at: int) -> tuple[int, int, bool] | None:
     stop = found.start()
     if text[stop] in "⟦⟧":
         return None  # runs into a marker: no value
-    while stop > at and text[stop - 1] in ",":  # punctuation after the value
+    while stop > at and text[stop - 1] in ",):]}":  # punctuation after the value
         stop -= 1
     return at, stop, False
 
@@ -286,14 +331,15 @@ def _authorization(text: str, start: int, stop: int) -> Iterator[Span]:
     while end < stop and not text[end].isspace() and text[end] not in _CREDENTIAL_END:
         end += 1
     value = text[begin:end]
-    if end - begin >= 6 and not is_placeholder(value) and not (
-        scheme is None and end - begin < MIN_SECRET
-    ):
+    if scheme is None and (end - begin < MIN_SECRET or identifier_like(value)
+                           or _CODE_REFERENCE.match(value)):
+        return  # `authorization: accessTokenAuthorization,`: a variable, not a header's value
+    if end - begin >= MIN_SECRET and not is_placeholder(value):
         yield begin, end, "authorization-header"
 
 
 def _decide(kind: Kind, value: str, *, quoted: bool, spaced: bool, colon: bool,
-            after: str, config_line: bool = False) -> str | None:
+            after: str, config_line: bool = False, name: str = "") -> str | None:
     """The family `value` counts under, or None when it is not a secret."""
     if len(value) < MIN_SECRET or is_placeholder(value):
         return None
@@ -304,18 +350,28 @@ def _decide(kind: Kind, value: str, *, quoted: bool, spaced: bool, colon: bool,
         return None
     if is_path(value):
         return None
+    if not quoted and after == " " and _SLUG.fullmatch(value) and _wordy(value):
+        return None  # `id_token: JWT-signed user information`: prose after a colon
+    if quoted and identifier_like(value) and _CREDENTIAL_WORD.search(
+            re.sub(r"([a-z])([A-Z])", r"\1_\2", value)):
+        return None  # `PASSWORD: 'passwordFactor'`: a constant's name, not its value
     if not quoted and not config_line and _CODE_REFERENCE.match(value) is not None:
         return None
     if not quoted and config_line and _CODE_REFERENCE.match(value) is not None and (
-            not value.isalpha() or len(value) < 12 or value.islower() or value.isupper()):
+            not value.isalpha() or len(value) < 12 or value.islower() or value.isupper()
+            or identifier_like(value, name)):
         return None  # a config line's letters-only value is a secret only when it is random
     if kind is Kind.BARE_KEY:
-        return "high-entropy-secret" if _weak_value(value) and not _HEX.fullmatch(value) else (
-            None)
-    if kind is Kind.WEAK:
+        # a bare `key` holds ids as often as secrets: only one random word (no `-`, no `.`)
+        return "high-entropy-secret" if (_weak_value(value, hex_ok=False)
+                                         and _ONE_WORD.fullmatch(value)) else None
+    if kind is Kind.WEAK_KEY:
         return "high-entropy-secret" if _weak_value(value) else None
-    if spaced and not quoted and not (looks_random(value) or char_classes(value) >= 3):
-        return None  # `SECRET_KEY = settings_value`: code, not config
+    if kind is Kind.WEAK:
+        return "high-entropy-secret" if _weak_value(value, hex_ok=False) else None
+    if spaced and not quoted and not (looks_random(value) or (
+            char_classes(value) >= 3 and not _CODE_PUNCTUATION.search(value))):
+        return None  # `SECRET_KEY = settings_value`, `key = Zeroizing::new(`: code
     if kind is Kind.AWS:
         return "aws-secret-key"
     if kind is Kind.AZURE:
@@ -379,6 +435,8 @@ def find_assignment(text: str, at: int) -> Iterator[Span]:
         value_at += 1
     spaced = spaced_before and value_at > stop and sep == "="
     if kind is Kind.AUTHORIZATION:
+        if sep == "=" and text[value_at : value_at + 1] not in ('"', "'", "\\"):
+            return  # `authorization = await authorize(…)`: code; a header uses `:`
         quoted_value = _QUOTED_VALUE.match(text, value_at)
         if quoted_value is not None:
             group = next(g for g in ("dq", "sq", "edq", "mdq", "bq")
@@ -390,7 +448,14 @@ def find_assignment(text: str, at: int) -> Iterator[Span]:
             limit = min(x for x in (line_end, escaped_end, len(text)) if x >= 0)
             yield from _authorization(text, value_at, limit)
         return
-    found = _value_at(text, value_at)
+    if sep == ">":
+        # XML: `<password>value</password>`, the value up to its own closing tag
+        close = text.find(f"</{text[begin:name_end]}>", value_at, value_at + MAX_VALUE)
+        if close < 0 or "<" in text[value_at:close] or "\n" in text[value_at:close]:
+            return
+        found: tuple[int, int, bool] | None = (value_at, close, False)
+    else:
+        found = _value_at(text, value_at)
     if found is None:
         return
     start, stop, quoted = found
@@ -402,7 +467,8 @@ def find_assignment(text: str, at: int) -> Iterator[Span]:
         cut = value.index("#")  # `?api_key=…#frag`: not the fragment
         value, stop = value[:cut], start + cut
     family = _decide(kind, value, quoted=quoted, spaced=spaced, colon=sep == ":",
-                     after=text[stop : stop + 1], config_line=not _in_expression(text, begin))
+                     after=text[stop : stop + 1], config_line=not _in_expression(text, begin),
+                     name=name)
     if family is None:
         return
     if in_query and family in ("secret-assignment", "high-entropy-secret"):
@@ -487,8 +553,10 @@ _SET_FORM = re.compile(
     r"(?P<name>[A-Za-z_/@][A-Za-z0-9_.:/@-]*)[ \t]+" + _SPACED_VALUE
 )
 _ENV_FORM = re.compile(r"ENV[ \t]+(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]+" + _SPACED_VALUE)
+# A `.netrc` entry: `machine HOST [login USER] [account A] password VALUE`, on one line or many.
 _NETRC = re.compile(
-    r"password(?:(?<![A-Za-z0-9_]password)|(?<=\\[nrt]password))[ \t]+(?P<value>[^\s\"'\\]+)")
+    r"machine[ \t]+\S+(?:\s+(?:login|account|port)[ \t]+\S+)*\s+password[ \t]+"
+    r"(?P<value>[^\s\"'\\]+)")
 
 
 def _spaced_value(match: re.Match[str], name: str) -> Iterator[Span]:
@@ -528,11 +596,9 @@ def find_named_value(text: str, start: int) -> Iterator[Span]:
 
 
 def find_netrc(text: str) -> Iterator[Span]:
-    """`.netrc`'s `password value` after a `machine` (the engine runs it only when `machine`
-    is in the text)."""
+    """`.netrc`'s `password value` in a `machine` entry (the engine runs it only when
+    `machine` is in the text)."""
     for match in _NETRC.finditer(text):
-        if text.rfind("machine", max(0, match.start() - 400), match.start()) < 0:
-            continue
         value = match.group("value")
         if len(value) >= 4 and not is_placeholder(value):
             yield match.start("value"), match.end("value"), "secret-assignment"

@@ -239,7 +239,9 @@ def find_long_flag(text: str, at: int) -> Iterator[Span]:
         return
     start, end = value
     secret = text[start:end]
-    if kind in (Kind.WEAK, Kind.AUTH, Kind.BARE_KEY):
+    if "=" in secret or secret.startswith("\\") or any(c.isspace() for c in secret):
+        return  # `--secret id=X,src=…` (a spec), an escape, a quoted phrase: no password
+    if kind in (Kind.WEAK, Kind.AUTH, Kind.BARE_KEY, Kind.WEAK_KEY):
         if looks_random(secret):
             yield start, end, "command-line-password"
         return
