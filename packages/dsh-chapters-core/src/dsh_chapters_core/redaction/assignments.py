@@ -97,7 +97,7 @@ def name_kind(name: str) -> Kind | None:
         return Kind.AZURE
     if joined.endswith("authorization"):
         return Kind.AUTHORIZATION
-    if joined.endswith(_STRONG_ENDINGS) and joined not in ("pwd",) or (
+    if (joined.endswith(_STRONG_ENDINGS) and joined not in ("pwd",)) or (
             words[-1] in _STRONG_WORDS and len(words) > 1):
         # `pass`, `pw`, `pwd` alone are a test's status (`--- PASS: TestX`) and the shell's
         # working directory: they name a credential only in a compound (`DB_PASS`, `dbPwd`).
@@ -140,7 +140,7 @@ _PLACEHOLDER_WORDS = frozenset({
     "secret", "token", "redacted", "hidden", "masked", "dummy", "placeholder", "changeme",
     "change-me", "change_me", "replaceme", "replace-me", "replace_me", "required", "optional",
     "default", "empty", "value", "todo", "tbd", "notset", "not-set", "unset", "secretstr",
-    "invalid", "expired", "wrong", "incorrect", "bad", "fake", "test", "testing", "dummy",
+    "invalid", "expired", "wrong", "incorrect", "bad", "fake", "test", "testing",
 })
 _PLACEHOLDER_PARTS = re.compile(
     r"(?i)example|(?:^|[^a-z])your[ _-]|^(?:my|insert|enter|replace|put|add|paste)[ _-]"
