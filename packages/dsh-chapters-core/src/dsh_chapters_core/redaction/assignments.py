@@ -233,7 +233,7 @@ _LETTER_RUNS = re.compile(r"[a-z]{4,}")
 _SLUG = re.compile(r"[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)+")
 _CREDENTIAL_WORD = re.compile(
     r"(?i)(?:^|[-_.])(?:token|secret|key|password|passwd|pass|pwd|credential|credentials|apikey"
-    r"|auth|value|stale|current|refreshed|leaked|value)(?:$|[-_.\d])")
+    r"|auth|value|stale|current|refreshed|leaked)(?:$|[-_.\d])")
 
 
 def identifier_like(value: str, name: str = "") -> bool:
