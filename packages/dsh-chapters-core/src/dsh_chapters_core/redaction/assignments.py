@@ -4,8 +4,8 @@
 headers (`key: value`), JSON and Python dicts (`"key": "value"`, also escaped once or twice
 inside a JSON string), PHP and Ruby arrows (`'key' => 'value'`), Go's `:=`, XML elements
 (`<password>value</password>`), URL query parameters (`?api_key=…`), connection strings
-(`…;AccountKey=…;`), and the space-separated forms (`set -x KEY value`, `setx`, `aws configure
-set`, `npm config set`, `ENV KEY value`, a `.netrc` line).
+(`…;AccountKey=…;`), and the space-separated forms (`set -x KEY value`, `aws configure set`,
+`npm config set`, `ENV KEY value`, a `.netrc` entry).
 
 Only the key's name says that a value is a credential, so both sides are narrow:
 - a strong name (`…PASSWORD`, `…SECRET`, `…TOKEN`, `…API_KEY`, `…PRIVATE_KEY`, `…_PASS`,
