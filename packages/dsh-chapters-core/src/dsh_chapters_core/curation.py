@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_chapters_core.chokepoint import redact_json
 from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.pool_layout import CURATION_FILE
 from dsh_chapters_core.ports.store import FileTree
@@ -128,6 +127,9 @@ def append_facts(tree: FileTree, harness_id: str, facts: Iterable[CurationFact],
 
 
 def _redacted(fact: CurationFact, patterns: tuple[str, ...]) -> CurationFact:
+    # Imported here: reading facts (every search) must not load the chokepoint's stack.
+    from dsh_chapters_core.chokepoint import redact_json
+
     fields = tuple((k, redact_json(v, patterns)) for k, v in fact.fields)
     return fact if fields == fact.fields else CurationFact(
         type=fact.type, fields=fields, author=fact.author, at=fact.at,
