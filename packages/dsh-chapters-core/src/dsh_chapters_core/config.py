@@ -385,9 +385,18 @@ SETTINGS: tuple[Setting, ...] = (
     _s(
         "searchPhraseBonus",
         0.5,
-        "passage score added per adjacent query-word pair found adjacent in the passage",
+        "passage score added per pair of query words typed next to each other whose first "
+        "mentions in the passage are close (within searchPhraseTerms terms)",
         minimum=0.0,
         maximum=100.0,
+    ),
+    _s(
+        "searchPhraseTerms",
+        3,
+        "how close two query words' first mentions in a passage must be, in distinct terms, "
+        "to earn searchPhraseBonus",
+        minimum=1,
+        maximum=1000,
     ),
     _s(
         "searchQueryMaxChars",
@@ -632,6 +641,7 @@ class Config:
     search_bm25_b: float = 0.75
     search_passage_lines: int = 48
     search_phrase_bonus: float = 0.5
+    search_phrase_terms: int = 3
     search_query_max_chars: int = 2000
     search_query_max_words: int = 64
     search_snippet_chars: int = 160

@@ -145,6 +145,7 @@ class SearchRequest:
     cross_project: bool = False
     project_key: str = ""  # the caller's; "" searches every project
     snippets: bool = True  # each match's anchor line (`--no-snippets` drops it)
+    explain: bool = False  # each match's score taken apart (`--explain`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +280,7 @@ class SearchService:
                 answer = pack_results(ranking.ranked, max_tokens=max_tokens, config=config,
                                       door=str(door.name), path_prefix=door.prefix,
                                       overlay_prefix=overlay_prefix, total=ranking.total,
-                                      snippets=request.snippets)
+                                      snippets=request.snippets, explain=request.explain)
                 unpublished = (door.cache.count(OVERLAY) if door.cache is not None
                                and door.name is DoorName.MIRROR else 0)
                 return dataclasses.replace(answer, cut=cut if cut.cut else None,

@@ -35,6 +35,7 @@ from dsh_chapters_core.search.passages import (
     NO_BODY_MATCH,
     BodyMatch,
     PassageRules,
+    adjacent_pairs,
     passage_score,
     term_ceiling,
 )
@@ -53,8 +54,9 @@ MAX_BATCH = 256
 class TermPostings:
     """One body term's postings over a door: a row per (document, passage) that holds it, in
     document order, then passage order. Per row: the document's id, the passage's index in its
-    document, the term's frequency there and the passage's words. `most` and `shortest` bound
-    every row: no passage holds the term more often, none that holds it is shorter."""
+    document, the term's frequency there, the passage's words and the term's first mention
+    among the passage's terms. `most` and `shortest` bound every row: no passage holds the
+    term more often, none that holds it is shorter."""
 
     docs: Sequence[int]
     passage: Sequence[int]
@@ -62,6 +64,7 @@ class TermPostings:
     length: Sequence[int]
     most: int
     shortest: int
+    mention: Sequence[int] = ()  # per row: the term's first mention among the passage's terms
 
     def rows(self, doc: int) -> range:
         """The rows of `doc` (empty when it does not hold the term)."""
@@ -121,8 +124,11 @@ class BodyQuery:
         """The document's best passage, from its rows of each term's postings (the first of
         equal scores, as `passages.best_passage` picks it)."""
         q = self.size
+        rules = self.rules
+        proximity = bool(rules.phrase_bonus)
         per: dict[int, list[int]] = {}
         lengths: dict[int, int] = {}
+        mentions: dict[int, list[int]] = {}
         for i, p in enumerate(self.postings):
             if p is None:
                 continue
@@ -132,13 +138,19 @@ class BodyQuery:
                 if tfs is None:
                     tfs = per[at] = [0] * q
                     lengths[at] = p.length[row]
+                    if proximity:
+                        mentions[at] = [-1] * q
                 tfs[i] = p.tf[row]
+                if proximity:
+                    mentions[at][i] = p.mention[row]
         if not per:
             return NO_BODY_MATCH
-        k1, b, expected, idf = self.rules.k1, self.rules.b, self.expected, self.idf
+        k1, b, expected, idf = rules.k1, rules.b, self.expected, self.idf
         best, at = -1.0, -1
         for index in sorted(per):
-            score = passage_score(per[index], lengths[index], idf, k1, b, expected)
+            score = passage_score(per[index], lengths[index], idf, k1, b, expected,
+                                  mentions.get(index, ()), rules.phrase_bonus,
+                                  rules.phrase_terms)
             if score > best:
                 best, at = score, index
         return BodyMatch(round(best, 9), at, facts.firsts[at], facts.spans[at])
@@ -173,24 +185,33 @@ def top_matches(
     taken = 0  # how many of `order` are walked (their holders are candidates)
     sums: dict[int, float] = {}  # per candidate: Σ ceiling of the walked terms it holds
     held: dict[int, int] = {}  # per candidate: how many walked terms it holds
+    masks: dict[int, int] = {}  # per candidate: which walked terms it holds (bit i: term i)
+    bonus = rules.phrase_bonus
+
+    def pairs(mask: int) -> int:
+        """The most proximity pairs a passage holding these terms can have."""
+        return adjacent_pairs([bool(mask >> i & 1) for i in range(q)]) if bonus else 0
     done: set[int] = set(excluded)  # scored, or never to be
     waiting: list[tuple[tuple[float, float, str], Hit]] = []  # scored, not yet certain
     heap: list[tuple[float, int]] = []  # (-ceiling, doc) of the candidates not yet scored
 
-    def rest_bound() -> tuple[float, int]:
+    def rest_bound() -> tuple[float, int, int]:
         rest = order[taken:]
-        return sum(upper[i] for i in rest), len(rest)
+        return sum(upper[i] for i in rest), len(rest), sum(1 << i for i in rest)
 
     def outside() -> float:
         """The most a document that is not a candidate can score."""
-        total, n = rest_bound()
-        return w * total * n / q + CEILING_MARGIN if n else -math.inf
+        total, n, rest = rest_bound()
+        if not n:
+            return -math.inf
+        return w * (total * n / q + bonus * pairs(rest)) + CEILING_MARGIN
 
     def ceiling(doc: int) -> float:
-        total, n = rest_bound()
+        total, n, rest = rest_bound()
         s = sums.get(doc, 0.0)
         h = held.get(doc, 0)
-        body_part = w * (s + total) * (h + n) / q if q and (h or n) else 0.0
+        body_part = (w * ((s + total) * (h + n) / q + bonus * pairs(masks.get(doc, 0) | rest))
+                     if q and (h or n) else 0.0)
         return front.get(doc, 0.0) + body_part + CEILING_MARGIN
 
     def rebuild() -> None:
@@ -215,6 +236,7 @@ def top_matches(
                 continue
             sums[doc] = sums.get(doc, 0.0) + c
             held[doc] = held.get(doc, 0) + 1
+            masks[doc] = masks.get(doc, 0) | 1 << i
 
     rebuild()
     batch = FIRST_BATCH
