@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsh_chapters_core.chokepoint import redact_for_store
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.curation import (
     CurationFact,
