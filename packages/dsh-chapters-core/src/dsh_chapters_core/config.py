@@ -384,7 +384,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchPhraseBonus",
-        0.5,
+        0.0,
         "passage score added per pair of query words typed next to each other whose first "
         "mentions in the passage are close (within searchPhraseTerms terms)",
         minimum=0.0,
@@ -640,7 +640,7 @@ class Config:
     search_bm25_k1: float = 1.2
     search_bm25_b: float = 0.75
     search_passage_lines: int = 48
-    search_phrase_bonus: float = 0.5
+    search_phrase_bonus: float = 0.0
     search_phrase_terms: int = 3
     search_query_max_chars: int = 2000
     search_query_max_words: int = 64

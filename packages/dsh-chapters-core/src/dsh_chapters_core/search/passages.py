@@ -42,6 +42,23 @@ _MARK = re.compile(
 )
 
 
+# What the archive itself writes around the verbatim text (render.py): turn headings, role
+# labels, fence lines, the `→ tool` / `← result` prefixes, omission and compaction markers.
+# A passage's terms are counted without it: every chapter says `tool`, `result`, `text` and
+# `user` that way, and a question about a user menu or a text field must not match them all.
+_MARKUP = re.compile(
+    "^(?:(?:`{3,}|~{3,}|## Turn |⟦omitted|— compaction |— turn ended)[^\n]*"
+    "|\\*\\*(?:User|Assistant|Reasoning):\\*\\*[ \t]*"
+    "|→ tool |← result )".encode(),
+    re.MULTILINE,
+)
+
+
+def _content(piece: bytes) -> bytes:
+    """A piece of a body without the archive's markup (`_MARKUP`): what its terms count."""
+    return _MARKUP.sub(b"", piece)
+
+
 @dataclass(frozen=True, slots=True)
 class Passage:
     """One scored piece of a body: where it is (0-based line of the body, line count), how
@@ -110,7 +127,7 @@ def body_passages(body: str, max_lines: int) -> list[Passage]:
             pieces = [(first + k, min(max_lines, count - k), b"\n".join(rows[k:k + max_lines]))
                       for k in range(0, count, max_lines)]
         for at, lines, piece in pieces:
-            n, tf = count_terms(piece)
+            n, tf = count_terms(_content(piece))
             if n:
                 out.append(Passage(at, lines, n, tf))
     return out

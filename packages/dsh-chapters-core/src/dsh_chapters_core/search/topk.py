@@ -36,7 +36,6 @@ from dsh_chapters_core.search.passages import (
     BodyMatch,
     PassageRules,
     adjacent_pairs,
-    passage_score,
     term_ceiling,
 )
 from dsh_chapters_core.search.scorer import ScoredEntry, total_score
@@ -122,35 +121,49 @@ class BodyQuery:
 
     def best(self, doc: int, facts: DocFacts) -> BodyMatch:
         """The document's best passage, from its rows of each term's postings (the first of
-        equal scores, as `passages.best_passage` picks it)."""
+        equal scores, as `passages.best_passage` picks it). The hot path of a query: the
+        arithmetic is `passages.passage_score`'s, written out in the same order (terms in
+        query order, each passage's sum started at its first term), so the floats agree."""
         q = self.size
         rules = self.rules
-        proximity = bool(rules.phrase_bonus)
-        per: dict[int, list[int]] = {}
-        lengths: dict[int, int] = {}
+        k1, b, expected, idf = rules.k1, rules.b, self.expected, self.idf
+        bonus, near = rules.phrase_bonus, rules.phrase_terms
+        acc: dict[int, list[float]] = {}  # passage -> [bm25, held, norm]
         mentions: dict[int, list[int]] = {}
         for i, p in enumerate(self.postings):
             if p is None:
                 continue
-            for row in p.rows(doc):
-                at = p.passage[row]
-                tfs = per.get(at)
-                if tfs is None:
-                    tfs = per[at] = [0] * q
-                    lengths[at] = p.length[row]
-                    if proximity:
+            docs = p.docs
+            lo = bisect.bisect_left(docs, doc)
+            hi = bisect.bisect_right(docs, doc, lo)
+            if lo == hi:
+                continue
+            weight = idf[i]
+            passage, tf, length, mention = p.passage, p.tf, p.length, p.mention
+            for row in range(lo, hi):
+                at = passage[row]
+                t = tf[row]
+                held = acc.get(at)
+                if held is None:
+                    norm = k1 * (1.0 - b + b * length[row] / expected)
+                    held = acc[at] = [0.0, 0, norm]
+                    if bonus:
                         mentions[at] = [-1] * q
-                tfs[i] = p.tf[row]
-                if proximity:
-                    mentions[at][i] = p.mention[row]
-        if not per:
+                held[0] += weight * (t * (k1 + 1.0)) / (t + held[2])
+                held[1] += 1
+                if bonus:
+                    mentions[at][i] = mention[row]
+        if not acc:
             return NO_BODY_MATCH
-        k1, b, expected, idf = rules.k1, rules.b, self.expected, self.idf
         best, at = -1.0, -1
-        for index in sorted(per):
-            score = passage_score(per[index], lengths[index], idf, k1, b, expected,
-                                  mentions.get(index, ()), rules.phrase_bonus,
-                                  rules.phrase_terms)
+        for index in sorted(acc):
+            bm25, count, _ = acc[index]
+            score = bm25 * count / q
+            if bonus:
+                seen = mentions[index]
+                pairs = sum(1 for i in range(1, q) if seen[i] >= 0 and seen[i - 1] >= 0
+                            and abs(seen[i] - seen[i - 1]) <= near)
+                score += bonus * pairs
             if score > best:
                 best, at = score, index
         return BodyMatch(round(best, 9), at, facts.firsts[at], facts.spans[at])

@@ -233,7 +233,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                     ".dsh-chapters/. No model, no network; running it again writes nothing new.")
     archive.add_argument("path", help="the session file (.jsonl)")
     archive.add_argument("--harness", default=AUTO,
-                         metavar="auto|dsh|claude-code|codex|gemini-cli|opencode|pi",
+                         metavar="auto|dsh|claude-code|codex|gemini-cli|opencode|pi|cursor|"
+                                 "copilot-cli|aider",
                          help="the file's format (default: auto, from its first bytes)")
     archive.add_argument("--final", action="store_true", help=FINAL_HELP)
     archive.set_defaults(run=run_archive)
@@ -243,10 +244,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description="Archive every DSH session of this project (under $DSH_HOME/sessions, "
                     "by its normalized cwd and the log's own cwd), every Claude Code session of "
                     "this project (matched by its directory) or every Codex rollout whose cwd is "
-                    "this project; every Gemini CLI, OpenCode or pi session of this project "
+                    "this project; every Gemini CLI, OpenCode, pi, Cursor (transcripts and IDE "
+                    "chats) or Copilot CLI session or Aider chat history of this project "
                     "(docs/formats.md says where each keeps them); with --source, every session "
                     "file under DIR. Re-running adds no file.")
-    imp.add_argument("harness", metavar="dsh|claude-code|codex|gemini-cli|opencode|pi",
+    imp.add_argument("harness",
+                     metavar="dsh|claude-code|codex|gemini-cli|opencode|pi|cursor|copilot-cli|"
+                             "aider",
                      help="whose sessions to import")
     imp.add_argument("--source", metavar="DIR", help="import the session files under DIR")
     imp.add_argument("--final", action="store_true",
