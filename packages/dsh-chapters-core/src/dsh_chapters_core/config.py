@@ -436,7 +436,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchCacheBatchRows",
-        2000,
+        500,
         "documents the search index writes per transaction; bounds memory on a rebuild",
         minimum=1,
         maximum=1_000_000,
@@ -642,7 +642,7 @@ class Config:
     search_summary_weight: float = 1.0
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
-    search_cache_batch_rows: int = 2000
+    search_cache_batch_rows: int = 500
     import_batch_bytes: int = 67_108_864
     search_segment_bytes: int = 8_388_608
     search_body_weight: float = 3.0

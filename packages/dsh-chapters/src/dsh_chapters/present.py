@@ -228,7 +228,10 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters", *,
     if a.skip_rules:
         lines.append(f"             skipped by rule: {_pairs(a.skip_rules, _KEEP)}")
     if a.unknown_types:
-        lines.append(f"             unknown types: {_pairs(a.unknown_types, _KEEP)}")
+        writer = f"{report.harness} {report.harness_version}".strip()
+        lines.append(f"             unknown record types (written by {writer}): "
+                     f"{_pairs(a.unknown_types, _KEEP)}")
+        lines.append("             counted, not archived: `chapters doctor` keeps the list")
     if a.truncated_tail:
         lines.append("             the last line is incomplete (a session being written): "
                      f"read stopped after line {a.total}, the last complete one")
@@ -252,10 +255,10 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters", *,
     if report.omissions:
         lines.append(f"  screened   {_pairs(report.omissions, _KEEP)} (host-injected context)")
     if report.clamp:
-        held = plain(report.clamp)
-        if "--final" not in held:
-            held += "; if the session is over, archive it with --final"
-        lines.append(f"  held back  {held}")
+        lines.append(f"  held back  {plain(report.clamp)}")
+        if "--final" not in report.clamp:
+            lines.append("             if the session is over, run the same command with --final "
+                         "to archive it")
     if report.ended:
         lines.append(f"  final      {plain(report.ended)}")
     if report.wrote_nothing and report.turns_complete:

@@ -879,7 +879,10 @@ class SearchService:
 
     def merge_topics(self, source: str, target: str) -> CurationFact:
         """`chapters topic merge <a> <b>`: a user-authored `topic-alias` fact (§6.3)."""
-        a, b = slugify(source), slugify(target)
+        # §9: redacted before slugging, whose lower case would hide a key from the rules
+        from dsh_chapters_core.chokepoint import redact_for_store  # the write path only
+
+        a, b = slugify(redact_for_store(source)), slugify(redact_for_store(target))
         if not a or not b:
             raise UsageError(
                 f"topic merge needs two topic names with words, got {source!r} {target!r}",

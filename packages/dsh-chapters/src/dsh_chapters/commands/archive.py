@@ -130,6 +130,12 @@ def import_lines(app: App, result: ImportResult, *, wide: bool = False,
             lines.extend(report_lines(report, ids=ids, wide=wide))
     lines.append(f"imported {len(result.reports)} of {len(result.files)} {result.harness} "
                  f"session(s): {result.turns} turn(s) into {result.chapters} new chapter(s)")
+    unknown = sorted({name for r in result.reports for name, _ in r.account.unknown_types})
+    if unknown:
+        held = sum(1 for r in result.reports if r.account.unknown_types)
+        lines.append(f"{held} session(s) hold record types this reader does not know "
+                     f"({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}): "
+                     "`chapters doctor` lists them")
     for path, message in result.failures:
         lines.append(f"  failed {path}: {message}")
     if pool.describe_sync_point(result.outcome):

@@ -15,7 +15,7 @@ from dsh_chapters_core.archive import ArchiveReport
 from dsh_chapters_core.errors import InputError, UsageError
 
 from dsh_chapters.app import App
-from dsh_chapters.services import finality, pool
+from dsh_chapters.services import drift, finality, pool
 from dsh_chapters.services.archive import archive_and_log, sync_point
 from dsh_chapters.services.transcripts import read_guarded
 
@@ -92,10 +92,13 @@ def import_sessions(app: App, harness: str, *, source: str | None = None, final:
                 batch.enter_context(app.lock.hold(app.config.lock_timeout_ms / 1000))
             stands_for = backing(file) if callable(backing) else file
             try:
-                over = final or finality.is_finished(stands_for, app.config)
-                result.reports.append(archive_and_log(app, read_guarded(app, reader, file),
-                                                      final=over))
+                transcript = read_guarded(app, reader, file)
+                # Over when idle, or when its last record is old (a copy written just now).
+                over = final or finality.is_finished(stands_for, app.config,
+                                                     transcript=transcript)
+                result.reports.append(archive_and_log(app, transcript, final=over))
             except InputError as exc:  # one unreadable session never stops the others
+                drift.note_refusal(app, file, exc)  # a format version the reader does not know
                 result.failures.append((file, exc.message))
             # A file holding many sessions counts once, with its first.
             held += max(_size(stands_for) if stands_for not in counted else 0, 1)
