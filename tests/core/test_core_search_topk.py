@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+from datetime import date
 
 from dsh_chapters_core.config import DEFAULTS, Config
 from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.search import make_entry, rank_entries
+from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import (
     PassageRules,
@@ -87,7 +89,8 @@ def indexed(entries: list[SearchEntry], config: Config) -> MemorySearchIndex:
 
 
 def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = "",
-        core: frozenset[str] = frozenset()) -> list[tuple[str, float, int]]:
+        core: frozenset[str] = frozenset(),
+        window: TimeWindow | None = None) -> list[tuple[str, float, int]]:
     words = body_terms(query, config)
     terms = tuple(dict.fromkeys(t for t in query.casefold().split() if t.isalnum()))
     from dsh_chapters_core.search.aliases import EMPTY_ALIASES
@@ -103,8 +106,10 @@ def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = ""
                                     else 0.0, weights)
              for doc, h in index.field_hits(terms).items()}
     excluded = index.excluded(scope)
+    dated = dict.fromkeys(index.dated(window), config.search_date_bonus) if window else {}
     found = [(h.facts.path, h.score, h.body.passage)
-             for h in top_matches(body, front, excluded=excluded, facts=index.facts)]
+             for h in top_matches(body, front, excluded=excluded, facts=index.facts,
+                                  dated=dated)]
     assert matching(body, front, excluded) == len(found)
     return found
 
@@ -113,19 +118,24 @@ def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = ""
 @given(st.integers(0, 2**32 - 1), st.integers(1, 40), QUERY, st.sampled_from([0.0, 1.0, 3.0]),
        st.sampled_from([2, 5, 48]), st.floats(0.0, 2.0), st.floats(0.0, 1.0),
        st.sampled_from(["", "pk1"]), st.booleans(), st.sampled_from([0.0, 0.5, 4.0]),
-       st.integers(1, 6))
+       st.integers(1, 6), st.sampled_from([None, 1, 2, 3]), st.sampled_from([0.5, 2.0, 9.0]))
 def test_pruned_top_matches_equal_scoring_every_document(
         seed: int, size: int, query: str, weight: float, lines: int, k1: float, b: float,
-        scope: str, core: bool, phrase: float, near: int) -> None:
+        scope: str, core: bool, phrase: float, near: int, day: int | None,
+        date_bonus: float) -> None:
     rnd = random.Random(seed)
     vocab = rnd.sample(VOCAB, rnd.randint(3, len(VOCAB)))
     entries = [entry(rnd, n, vocab) for n in range(size)]
     config = DEFAULTS.replace(search_body_weight=weight, search_passage_lines=lines,
                               search_bm25_k1=k1, search_bm25_b=b, search_phrase_bonus=phrase,
-                              search_phrase_terms=near)
+                              search_phrase_terms=near, search_date_bonus=date_bonus)
+    # A question that names a day: the entries dated that day rank higher, if they match.
+    window = (TimeWindow(((date(2026, 9, day), date(2026, 9, day + 1)),)) if day else None)
     core_ids = frozenset(e.rule_id for e in entries if e.rule_id) if core else frozenset()
-    found = top(indexed(entries, config), query, config, scope=scope, core=core_ids)
-    reference = rank_entries(entries, query, config=config, core_rule_ids=core_ids)
+    found = top(indexed(entries, config), query, config, scope=scope, core=core_ids,
+                window=window)
+    reference = rank_entries(entries, query, config=config, core_rule_ids=core_ids,
+                             window=window)
     if scope:
         reference = tuple(s for s in reference if s.entry.project_key in (scope, ""))
     assert [(p, s) for p, s, _ in found] == [(s.entry.path, s.score) for s in reference]

@@ -7,6 +7,7 @@ import os
 import random
 import sqlite3
 import tempfile
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from dsh_chapters_core.curation import FactType, make_fact
 from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_core.search import SearchRefusal
 from dsh_chapters_core.search.aliases import EMPTY_ALIASES, AliasMap
+from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry, entry_from_document
 from dsh_chapters_core.search.index import DoorLayout
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest, SearchService
@@ -168,7 +170,17 @@ def held(index: Index, terms: list[str]) -> dict[str, object]:
         "stats": index.stats(terms),
         "count": index.count(),
         "legacy": index.has_legacy(),
+        # The corpus's chapters are dated 2026-01-10 .. 2026-09-19 (a rule has no date): a
+        # month of any year, a range of days, a window that holds every date and one that holds
+        # none.
+        "dated": [sorted(path_of[d] for d in index.dated(w) if d not in gone) for w in WINDOWS],
     }
+
+
+WINDOWS = (TimeWindow(months=frozenset({3, 7})),
+           TimeWindow(((date(2026, 2, 1), date(2026, 4, 15)),)),
+           TimeWindow(((date(2020, 1, 1), date(2030, 12, 31)),)),
+           TimeWindow(((date(2027, 1, 1), date(2027, 1, 1)),)))
 
 
 def indexed_entries(root: Path, aliases: AliasMap = EMPTY_ALIASES
@@ -240,6 +252,10 @@ def test_the_index_after_any_writes_equals_a_rebuild(rnd: random.Random, steps: 
         memory.apply(upserts=indexed_entries(root, aliases), removed=(), state={"manifest": "x"})
         terms = sorted(terms_of(live) | terms_of(fresh) | terms_of(memory))
         assert held(live, terms) == held(fresh, terms) == held(memory, terms)
+        everything = held(fresh, terms)
+        assert everything["dated"][2] == sorted(
+            path for path, (_, _, key) in everything["layout"].items() if key)
+        assert everything["dated"][2] and not everything["dated"][3]
         segments = live.db.execute("SELECT count(*) FROM segments").fetchone()[0]
         assert segments < 16  # merged as it grew
         live.close()

@@ -25,17 +25,19 @@ import sqlite3
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.ports.search import FieldHits
+from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import BodyStats, body_passages
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.topk import DocFacts, TermPostings
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 17
 _U32 = "I" if array("I").itemsize == 4 else "L"
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
@@ -66,6 +68,7 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE INDEX IF NOT EXISTS docs_fragments ON docs(session_dir) WHERE legacy = 1;
 CREATE INDEX IF NOT EXISTS docs_project ON docs(project_key);
 CREATE INDEX IF NOT EXISTS docs_segment ON docs(seg);
+CREATE INDEX IF NOT EXISTS docs_date ON docs(date_key);
 CREATE TABLE IF NOT EXISTS fields (
   term TEXT NOT NULL, id INTEGER NOT NULL, marks TEXT NOT NULL, PRIMARY KEY (term, id)
 ) WITHOUT ROWID;
@@ -586,6 +589,20 @@ class SqliteSearchIndex:
                 f"SELECT path, id FROM docs WHERE path IN ({','.join('?' * len(chunk))})",
                 chunk))
         return out
+
+    def dated(self, window: TimeWindow) -> frozenset[int]:
+        found: set[int] = set()
+        for start, end in window.ranges:
+            low = datetime(start.year, start.month, start.day, tzinfo=UTC).timestamp()
+            high = datetime(end.year, end.month, end.day, tzinfo=UTC).timestamp() + 86_400
+            found.update(int(r[0]) for r in self.db.execute(
+                "SELECT id FROM docs WHERE date_key >= ? AND date_key < ?", (low, high)))
+        if window.months:
+            months = ",".join(f"'{m:02d}'" for m in sorted(window.months))
+            found.update(int(r[0]) for r in self.db.execute(
+                "SELECT id FROM docs WHERE date_key > 0 AND "
+                f"strftime('%m', date_key, 'unixepoch') IN ({months})"))
+        return frozenset(found)
 
     def has_legacy(self) -> bool:
         row = self.db.execute("SELECT n FROM tallies WHERE name = 'legacy'").fetchone()

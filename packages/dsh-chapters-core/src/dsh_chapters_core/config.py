@@ -391,6 +391,13 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=100_000,
     ),
     _s(
+        "searchDateBonus",
+        2.0,
+        "score added to a match dated when the question says (`in March 2023`, `last week`)",
+        minimum=0.0,
+        maximum=100.0,
+    ),
+    _s(
         "searchPhraseBonus",
         0.0,
         "passage score added per pair of query words typed next to each other whose first "
@@ -649,6 +656,7 @@ class Config:
     search_bm25_k1: float = 1.2
     search_bm25_b: float = 0.75
     search_passage_lines: int = 48
+    search_date_bonus: float = 2.0
     search_phrase_bonus: float = 0.0
     search_phrase_terms: int = 3
     search_query_max_chars: int = 2000

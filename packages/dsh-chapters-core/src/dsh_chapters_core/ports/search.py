@@ -11,6 +11,7 @@ from typing import Protocol
 
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.ports.store import FileTree
+from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import BodyStats
 from dsh_chapters_core.search.topk import DocFacts, TermPostings
@@ -116,6 +117,10 @@ class SearchIndex(Protocol):
 
     def ids(self, paths: Iterable[str]) -> Mapping[str, int]:
         """The document ids of these paths (missing paths are absent)."""
+        ...
+
+    def dated(self, window: TimeWindow) -> frozenset[int]:
+        """The documents dated within the window (search/dates.py)."""
         ...
 
     def has_legacy(self) -> bool:

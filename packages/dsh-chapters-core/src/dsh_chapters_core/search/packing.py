@@ -191,11 +191,13 @@ def explained(scored: ScoredEntry, config: Config) -> dict[str, Any]:
     body = (round(config.search_body_weight * scored.body.score, 9)
             if scored.body.matched else 0.0)
     # Topic hits may be weighted by curation (§10.1): what is left of the frontmatter.
-    topics = scored.score - body - title - summary - category - scored.core_bonus
+    topics = (scored.score - body - title - summary - category - scored.core_bonus
+              - scored.date_bonus)
     parts: dict[str, Any] = {
         "topics": round(topics, 4), "title": round(title, 4), "summary": round(summary, 4),
         "category": round(category, 4), "coreRule": round(scored.core_bonus, 4),
-        "body": round(body, 4), "recency": round(scored.recency, 4),
+        "body": round(body, 4), "date": round(scored.date_bonus, 4),
+        "recency": round(scored.recency, 4),
     }
     if scored.body.matched:
         first = scored.entry.body_line + scored.body.first
@@ -208,7 +210,8 @@ def explain_line(scored: ScoredEntry, config: Config) -> str:
     """`    why: topics 4.00 + title 1.00 + body 13.79 (lines 40–69) = 18.79`."""
     parts = explained(scored, config)
     names = (("topics", "topics"), ("title", "title"), ("summary", "summary"),
-             ("category", "category"), ("coreRule", "core rule"), ("body", "body"))
+             ("category", "category"), ("coreRule", "core rule"), ("body", "body"),
+             ("date", "dated then"))
     terms = []
     for key, name in names:
         if parts[key]:

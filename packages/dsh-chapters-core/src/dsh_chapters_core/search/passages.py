@@ -2,9 +2,12 @@
 
 A chapter is long and mixed: a prompt, tool calls, their output, replies. Whole-document BM25
 rewards the chapter that says everything once, while a question's answer sits in one place.
-So the body is cut where the chapter itself is cut: each prompt, reply, reasoning, tool call,
-tool result and marker the archive wrote is a passage (a block longer than
-`searchPassageLines` lines is cut into runs of that many). The chapter takes the score of its
+So the body is cut where the chapter itself is cut: the archive writes blocks (a prompt, a
+reply, reasoning, a tool call, a tool result, a marker), and consecutive blocks are packed into
+one passage while they fit in `searchPassageLines` lines together: a prompt with its tool calls
+and its reply is one passage, and so is a run of short chat messages, whose answer often sits
+one message after the question's words. A block longer than that is a passage of its own, cut
+into runs of that many lines. The chapter takes the score of its
 best passage ("MaxP", STYLE.md "Long documents are found by their best passage"): BM25 term
 saturation (`searchBm25K1`) and length normalization (`searchBm25B`) against the door's
 average passage length, times each word's inverse document frequency over the door's
@@ -120,6 +123,7 @@ def body_passages(body: str, max_lines: int) -> list[Passage]:
         previous = start
         bounds.append((start, line))
     bounds.append((len(data), data.count(b"\n") + 1))
+    bounds = _packed(bounds, max_lines)
     out: list[Passage] = []
     for (start, first), (end, following) in itertools.pairwise(bounds):
         count = following - first
@@ -134,6 +138,19 @@ def body_passages(body: str, max_lines: int) -> list[Passage]:
             if n:
                 out.append(Passage(at, lines, n, tf))
     return out
+
+
+def _packed(bounds: list[tuple[int, int]], max_lines: int) -> list[tuple[int, int]]:
+    """Consecutive blocks joined while they fit in `max_lines` lines together: a prompt with
+    its tool calls and reply, a run of short chat messages, is one passage; a block longer
+    than that stays alone (and is cut into runs). `bounds` are the blocks' (offset, line)
+    starts and the end."""
+    kept = [bounds[0]]
+    for i in range(1, len(bounds) - 1):
+        if bounds[i + 1][1] - kept[-1][1] > max_lines:
+            kept.append(bounds[i])  # block i does not fit beside what came since: it starts one
+    kept.append(bounds[-1])
+    return kept
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from dsh_chapters_core.config import Config
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.search.aliases import EMPTY_ALIASES, AliasMap
 from dsh_chapters_core.search.curated import NO_RANK_FACTS, RankFacts
+from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry, date_key, entry_from_document
 from dsh_chapters_core.search.passages import (
     NO_BODY_MATCH,
@@ -72,6 +73,7 @@ class ScoredEntry:
     body_score: float = 0.0  # the best passage's score, before `searchBodyWeight`
     anchor: Anchor | None = None  # where the body matched, once cut from the file
     body: BodyMatch = NO_BODY_MATCH  # the best passage (its body lines), when the body matched
+    date_bonus: float = 0.0  # added because the match is dated when the question says
 
     @property
     def sort_key(self) -> tuple[float, float, str]:
@@ -122,6 +124,11 @@ def total_score(front: float, body: BodyMatch, body_weight: float) -> float:
     return round(front + body_weight * body.score, 9) if body.matched else front
 
 
+def dated_score(score: float, bonus: float) -> float:
+    """A match dated when the question says: its score plus `searchDateBonus`."""
+    return round(score + bonus, 9) if bonus else score
+
+
 def rank_entries(
     entries: Iterable[SearchEntry | Document],
     query: str | Iterable[str],
@@ -134,6 +141,7 @@ def rank_entries(
     stats: BodyStats | None = None,
     facts: RankFacts = NO_RANK_FACTS,
     bodies: Mapping[str, BodyMatch] | None = None,
+    window: TimeWindow | None = None,
 ) -> tuple[ScoredEntry, ...]:
     """Every entry that matches at least one query term, best first (total, stable order).
 
@@ -220,13 +228,16 @@ def rank_entries(
                                     if term in label_terms.get(lb, ())), default=1.0)
         score = total_score(frontmatter_score(topical, title, summary, category, core, weights),
                             body, w_body)
+        dated = (config.search_date_bonus if window and window.holds_key(entry.date_key)
+                 else 0.0)
+        score = dated_score(score, dated)
         anchor = None
         if body.matched and entry.body and bodies is None:
             anchor = cut_anchor(entry.body.split("\n"), body, words, body_line=entry.body_line,
                                 snippet_chars=rules.snippet_chars)
         out.append(ScoredEntry(score, entry, topic, title, summary, category, core,
                                recency(entry.date_key, now_hint, half_life), body.score, anchor,
-                               body))
+                               body, dated))
     if facts.groups:
         out = _lift_groups(out, grouped, facts, config.search_group_share)
     out.sort(key=lambda s: (-s.score, -s.entry.date_key, s.entry.path))

@@ -17,6 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dsh_chapters_core.config import Config
@@ -38,6 +39,7 @@ from dsh_chapters_core.ports.search import (
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.search.aliases import slugify
 from dsh_chapters_core.search.curated import RankFacts, rank_facts
+from dsh_chapters_core.search.dates import TimeWindow, time_window
 from dsh_chapters_core.search.entries import SearchEntry, entry_from_document, make_entry
 from dsh_chapters_core.search.index import (
     INDEX_DIR,
@@ -322,10 +324,12 @@ class SearchService:
         facts = rank_facts(curation.log.facts, aliases)
         # The body is read unless weighted out; a bare --topic lists a shard, no body needed.
         words = body_terms(query, self.config) if not (topic and query == topic) else ()
+        window = self._window(query)
         if index is not None and not topic and not facts.groups and not facts.topic_weights \
                 and not index.has_legacy():
             return self._rank_top(door, index, terms, words, scope=scope,
-                                  core_rule_ids=core_rule_ids, snippets=request.snippets)
+                                  core_rule_ids=core_rule_ids, snippets=request.snippets,
+                                  window=window)
         stats: BodyStats | None = None
         bodies: dict[str, BodyMatch] | None = None
         if index is not None:
@@ -349,7 +353,7 @@ class SearchService:
         ranked: Sequence[ScoredEntry] = rank_entries(
             entries, terms, config=self.config, aliases=aliases, core_rule_ids=core_rule_ids,
             now_hint=self.clock_now(), text=query if words else "", stats=stats, facts=facts,
-            bodies=bodies)
+            bodies=bodies, window=window)
         total = len(ranked)
         # The count only matters when nothing matched ("no-match" vs "empty").
         documents = 0 if ranked else self._document_count(door)
@@ -357,9 +361,21 @@ class SearchService:
             ranked = Ranking(self._anchored(door, ranked, words))
         return DoorRanking(door=door, ranked=ranked, total=total, documents=documents)
 
+    def _window(self, query: str) -> TimeWindow | None:
+        """The times the question names (search.md "Dates"), read against the clock."""
+        if self.config.search_date_bonus <= 0:
+            return None
+        now = self.clock_now()
+        try:
+            today = datetime.fromisoformat(now.replace("Z", "+00:00")).date() if now else None
+        except ValueError:
+            today = None
+        window = time_window(query, today)
+        return window if window else None
+
     def _rank_top(self, door: SearchDoor, index: SearchIndex, terms: Sequence[str],
                   words: Sequence[str], *, scope: str, core_rule_ids: frozenset[str],
-                  snippets: bool) -> DoorRanking:
+                  snippets: bool, window: TimeWindow | None = None) -> DoorRanking:
         """The index's top matches (topk.py): postings of the query's terms only, the best
         matches scored exactly and handed out as they are certain."""
         config = self.config
@@ -375,7 +391,9 @@ class SearchService:
             weights) for doc, h in hits.items()}
         excluded = index.excluded(scope)
         total = matching(body, front, excluded)
-        found = top_matches(body, front, excluded=excluded, facts=index.facts)
+        bonus = config.search_date_bonus
+        dated = dict.fromkeys(index.dated(window), bonus) if window else {}
+        found = top_matches(body, front, excluded=excluded, facts=index.facts, dated=dated)
         now = self.clock_now()
         half_life = config.search_recency_half_life_days
 
@@ -389,7 +407,7 @@ class SearchService:
                     h.rule) else 0.0
                 yield ScoredEntry(hit.score, entry, h.topic, h.title, h.summary, h.category,
                                   core, recency(entry.date_key, now, half_life),
-                                  hit.body.score, None, hit.body)
+                                  hit.body.score, None, hit.body, hit.dated)
 
         items: Iterator[ScoredEntry] = scored()
         if snippets and words:

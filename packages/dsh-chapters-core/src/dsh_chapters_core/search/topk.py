@@ -38,7 +38,7 @@ from dsh_chapters_core.search.passages import (
     adjacent_pairs,
     term_ceiling,
 )
-from dsh_chapters_core.search.scorer import ScoredEntry, total_score
+from dsh_chapters_core.search.scorer import ScoredEntry, dated_score, total_score
 
 # A ceiling is compared with exact scores that were rounded to 9 digits: a margin far above
 # that rounding and far below any score difference the scorer can make.
@@ -94,6 +94,7 @@ class Hit:
     front: float
     body: BodyMatch
     facts: DocFacts
+    dated: float = 0.0
 
     @property
     def sort_key(self) -> tuple[float, float, str]:
@@ -188,11 +189,14 @@ def top_matches(
     *,
     excluded: AbstractSet[int],
     facts: Callable[[Sequence[int]], Mapping[int, DocFacts]],
+    dated: Mapping[int, float] | None = None,
 ) -> Iterator[Hit]:
     """Every match in exact rank order (score, then newest, then path), each handed out as
     soon as it is certain (see the module). `front` holds the frontmatter score of every
     document whose frontmatter matched, core-rule bonus included; `excluded` are documents
-    out of scope or gone; `facts` reads what scoring needs of a batch of documents."""
+    out of scope or gone; `facts` reads what scoring needs of a batch of documents; `dated`
+    adds a bonus to the documents dated when the question says (if they match)."""
+    dated = dated or {}
     q = body.size if body.weight > 0 else 0
     w = body.weight
     upper = [body.upper(i) for i in range(q)]
@@ -240,11 +244,11 @@ def top_matches(
             total, n, rest = tight
         body_part = (w * ((s + total) * (h + n) / q + bonus * pairs(mask | rest))
                      if q and (h or n) else 0.0)
-        return front.get(doc, 0.0) + body_part + CEILING_MARGIN
+        return front.get(doc, 0.0) + dated.get(doc, 0.0) + body_part + CEILING_MARGIN
 
     def rebuild() -> None:
         heap.clear()
-        for doc in (sums.keys() | front.keys()) - done:
+        for doc in (sums.keys() | front.keys() | dated.keys()) - done:
             heap.append((-ceiling(doc), doc))
         heapq.heapify(heap)
 
@@ -342,8 +346,8 @@ def top_matches(
             match = body.best(doc, info) if q else NO_BODY_MATCH
             if not match.matched and doc not in front:
                 continue
-            score = total_score(front.get(doc, 0.0), match, w)
-            hit = Hit(doc, score, front.get(doc, 0.0), match, info)
+            score = dated_score(total_score(front.get(doc, 0.0), match, w), dated.get(doc, 0.0))
+            hit = Hit(doc, score, front.get(doc, 0.0), match, info, dated.get(doc, 0.0))
             bisect.insort(waiting, (hit.sort_key, hit))
         batch = min(batch * 2, MAX_BATCH)
     for _, hit in waiting:

@@ -14,6 +14,7 @@ from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_core.ports.search import FieldHits
+from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import BodyStats, Passage, body_passages, body_stats
 from dsh_chapters_core.search.stitching import is_legacy_fragment
@@ -191,6 +192,10 @@ class MemorySearchIndex:
 
     def ids(self, paths: Iterable[str]) -> Mapping[str, int]:
         return {p: self.by_path[p] for p in paths if p in self.by_path}
+
+    def dated(self, window: TimeWindow) -> frozenset[int]:
+        return frozenset(doc for doc, (e, _, _) in self.docs.items()
+                         if window.holds_key(e.date_key))
 
     def has_legacy(self) -> bool:
         return any(is_legacy_fragment(e) for e, _, _ in self.docs.values())
