@@ -184,10 +184,12 @@ def no_warning(searched: subprocess.CompletedProcess[str]) -> None:
 
 @then('"chapters show <id> --line L" of its first hit prints the anchor\'s text')
 def show_the_anchor(first_hour: FirstHour, searched: subprocess.CompletedProcess[str]) -> None:
-    lines = searched.stdout.splitlines()
-    hit = lines[1].split(" | ")[4].split(" (topics:")[0]
-    anchor = re.match(r"^    L(\d+): (.*)$", lines[2])
-    assert anchor is not None, searched.stdout
+    # The first match's path (whole on its line, wherever the match folds) and its anchor.
+    path = re.search(r"^ *(\S+\.md)(?: \(topics:|$)", searched.stdout, re.MULTILINE)
+    anchor = re.search(r"^    L(\d+): (.*)$", searched.stdout, re.MULTILINE)
+    assert path is not None and anchor is not None, searched.stdout
+    assert searched.stdout.index(path.group(0)) < anchor.start()
+    hit = path.group(1)
     ids = {f".dsh-chapters/{r['path'].split('.dsh-chapters/', 1)[-1]}": r["id"]
            for r in first_hour.json("list")}
     shown = first_hour.chapters("show", ids[hit], "--line", anchor.group(1)).stdout

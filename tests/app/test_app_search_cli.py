@@ -86,9 +86,14 @@ def test_search_answers_from_the_store_with_the_json_contract(workspace: Path,
     assert (ws / first["path"]).is_file()  # every hit is a path `read` opens from the workspace
     assert data["budget"]["requested"] == 400
     assert data["budget"]["used"] + data["budget"]["remaining"] == 400
-    code, out, _ = run(ws, capsys, "search", "retry", "backoff")
+    code, out, _ = run(ws, capsys, "search", "retry", "backoff", "--wide")
     assert code == 0 and out.splitlines()[1].startswith(f"{first['score']:.2f} | ")
     assert f"| {first['path']} (topics: " in out
+    # Without --wide the same line folds to 100 columns, its path whole on one line.
+    code, folded, _ = run(ws, capsys, "search", "retry", "backoff")
+    assert code == 0 and all(len(line) <= 100 or " " not in line.strip()
+                             for line in folded.splitlines())
+    assert any(line.strip().startswith(first["path"]) for line in folded.splitlines())
 
 
 def test_nothing_here_and_nothing_matched(workspace: Path, capsys: Capture) -> None:
@@ -106,7 +111,7 @@ def test_a_budget_too_small_for_one_line_refuses_with_numbers(workspace: Path,
     code, out, err = run(ws, capsys, "search", "backoff", "--max-tokens", "3")
     assert code == 1 and out == ""
     assert "budget is 3 tokens" in err and "--max-tokens" in err
-    code, out, _ = run(ws, capsys, "search", "backoff")
+    code, out, _ = run(ws, capsys, "search", "backoff", "--wide")  # the lines the budget counts
     first_line = out.splitlines()[1]
     need = (len(first_line) + 1 + 3) // 4  # charsPerToken 4, the newline counted
     assert f"needs {need} tokens" in run(ws, capsys, "search", "backoff", "--max-tokens",

@@ -18,7 +18,14 @@ from dsh_chapters_core.search.packing import AnswerStatus
 from dsh_chapters_core.search.service import SearchRequest
 
 from dsh_chapters.commands.invocation import Invocation
-from dsh_chapters.present import cli_argument, fold, progress_line, progress_words
+from dsh_chapters.present import (
+    OUTPUT_COLUMNS,
+    cli_argument,
+    clip,
+    fold,
+    progress_line,
+    progress_words,
+)
 from dsh_chapters.services.search import (
     EmptyQueryError,
     merge_topics,
@@ -67,8 +74,43 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
         text += "\n  next: archive a session first (`chapters archive <file>` or `chapters import`)"
     elif answer.status is AnswerStatus.NO_MATCH:
         text += "\n  next: try other words, --topic <name>, or --cross-project"
-    inv.emit(answer.to_json(), text)
+    inv.emit(answer.to_json(), fitted(text, wide=args.wide))
     return 0
+
+
+def fitted(text: str, *, wide: bool = False) -> str:
+    """The answer in 100 columns. A match line too long for one (`score | date | kind | title |
+    path (topics: …)`) becomes two: the score, date, kind and title (the title cut with `…`),
+    then the path, whole so it can be copied, with its topics (cut with `…`). An anchor line is
+    cut with `…` (its line number is what opens the text). `--wide` and `--json` print the
+    lines as the budget counted them."""
+    if wide:
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= OUTPUT_COLUMNS:
+            out.append(line)
+        elif line.startswith(ANCHOR_INDENT):
+            out.append(clip(line))
+        elif not line.startswith(" ") and line.endswith(")") and TOPICS in line:
+            out.extend(_match_lines(line))
+        else:
+            out.append(fold(line))
+    return "\n".join(out)
+
+
+def _match_lines(line: str) -> list[str]:
+    left, _, topics = line.rpartition(TOPICS)
+    head, _, paths = left.rpartition(" | ")
+    where = f"  {paths}"
+    topics_part = TOPICS + topics  # ` (topics: a, b)`
+    if len(where) + len(" (topics: …)") <= OUTPUT_COLUMNS:
+        return [clip(head), clip(where + topics_part[:-1], keep=")")]
+    return [clip(head), where, clip(f"  {topics_part.strip()[:-1]}", keep=")")]
+
+
+TOPICS = " (topics: "
+ANCHOR_INDENT = "    L"  # `    L412: …snippet…`
 
 
 def run_index(args: argparse.Namespace, inv: Invocation) -> int:
@@ -141,6 +183,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     search.add_argument("--explain", action="store_true",
                         help="take each match's score apart: topics, title, summary, category, "
                              "core rule and the best passage (with its lines)")
+    search.add_argument("--wide", action="store_true",
+                        help="print each match and anchor on one line, however long")
     search.add_argument("--no-snippets", action="store_true",
                         help="leave out each match's `    L<line>: …` anchor line")
     search.set_defaults(run=run_search)
