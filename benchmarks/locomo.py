@@ -38,20 +38,28 @@ its own workspace and store (deja-vu builds one index per dialog and searches it
 by `chapters import claude-code --final`, which finds the sessions as it finds a user's. Every
 question with evidence (1,982 of 1,986) is asked verbatim, `chapters search QUESTION --json` in
 the workspace. Each match is mapped to its LoCoMo session by its chapter's `sessionId`
-frontmatter; the answer's distinct sessions, in order, are the ranking. A question scores a
-hit@k when one of its gold sessions (from the evidence ids) is among the first k of them, and
-1/rank toward MRR (0 past the 20th or when none is in the answer). Category 5 (adversarial) is
-counted in the total and shown apart too. The dataset numbers its categories 1 multi-hop,
-2 temporal, 3 open-domain, 4 single-hop, 5 adversarial (checked against the questions: 96% of
-category 1 cites two sessions or more, 0.1% of category 4 does).
+frontmatter; the distinct sessions, in order, are the ranking. A question scores a hit@k when
+one of its gold sessions (from the evidence ids) is among the first k of them, and 1/rank
+toward MRR (0 past the 20th). Category 5 (adversarial) is counted in the total and shown apart
+too. The dataset numbers its categories 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
+5 adversarial (checked against the questions: 96% of category 1 cites two sessions or more,
+0.1% of category 4 does).
+
+deja-vu reads 20 hits deep; the answer at the search's default budget (400 tokens) shows about
+three sessions. So the figures read the whole ranking: each question is asked once more in
+process with a budget that holds every chapter of the dialog's store and no snippets (they
+change no rank, only what fits). That deeper answer must begin with the sessions the process's
+answer showed (`agreement`: `ranking_differs`), so hit@1 is the answer's own; `answer` keeps
+what the answer as asked held (its sessions, and how often a gold one was among them).
 
 Timing: the wall time of each `chapters search` process (the sources byte-compiled first, no
 `PYTHONDONTWRITEBYTECODE`, the index current after the import), and in-process the same
-questions through one composed App's search service, as the MCP server holds it (a first
-round warms what a long-lived server has warm; the second is timed). The in-process answers
-are compared with the processes' (`agreement`): they must rank the same sessions.
+questions at the same budget through one composed App's search service, as the MCP server
+holds it (a first round warms what a long-lived server has warm; the second is timed). The
+in-process answers must show the processes' sessions (`agreement`: `in_process_differs`).
 `--no-processes` takes the figures from the in-process answers and skips the processes, a
-fast loop while ranking changes; the page says which one a run used.
+fast loop while ranking changes; the page says which one a run used. `--max-tokens` sets the
+budget of the answer as asked (and of the timing).
 """
 
 from __future__ import annotations
