@@ -275,6 +275,10 @@ def _met(value: float | None, limit: float, at_least: bool) -> str:
     return _yes(value >= limit if at_least else value <= limit)
 
 
+def _all_but(differ: int, n: int) -> str:
+    return f"all {n:,}" if not differ else f"all but {differ:,} of {n:,}"
+
+
 LOCOMO_ORDER = ("single-hop", "temporal", "multi-hop", "open-domain")
 
 
@@ -360,10 +364,11 @@ def locomo_section(report: dict[str, Any]) -> list[str]:
         f"shows {answer['sessions_mean']} sessions on average (a gold one among them for "
         f"{answer['gold_in_answer']:.3f} of the questions), so each question is asked once more "
         "in process with a budget that holds every chapter, without snippets (they change no "
-        f"rank). That ranking began with the answer's own sessions for all but "
-        f"{agreement['ranking_differs']} of {agreement['questions']:,} questions"
+        f"rank). That ranking began with the answer's own sessions for "
+        f"{_all_but(agreement['ranking_differs'], agreement['questions'])} questions"
         + ("" if differs is None else
-           f"; the in-process answers showed the processes' sessions for all but {differs}")
+           "; the in-process answers showed the processes' sessions for "
+           f"{_all_but(differs, agreement['questions'])}")
         + ".",
     ]
     out += [
