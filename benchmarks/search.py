@@ -59,7 +59,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # Bump when the generator's output changes, so a cached corpus of the old shape is not reused.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 STORE = ".dsh-chapters"
 HARNESS_ID = "bench"
 FIXTURE = REPO / "tests/fixtures/claude-code/-home-dev-work-acme-api" \
@@ -196,10 +196,11 @@ def long_tail(rnd: random.Random) -> str:
 
 
 def sentence(rnd: random.Random, words: list[str], n: int) -> str:
+    # A fifth of real chapter words are rare (names, ids, numbers, typos): the long tail.
     out = []
     for _ in range(n):
         r = rnd.random()
-        out.append(rnd.choice(words) if r < 0.35 else long_tail(rnd) if r < 0.42
+        out.append(rnd.choice(words) if r < 0.3 else long_tail(rnd) if r < 0.5
                    else rnd.choice(FILLER))
     return " ".join(out).capitalize() + "."
 
@@ -289,8 +290,12 @@ class Generator:
         seq = 0
         while size < target:
             seq += 1
-            prompt = (rnd.choice(USER_TURNS).format_map(slots) + " "
-                      + " ".join(rnd.choices(self.prose, k=rnd.randint(0, 2))))
+            # A prompt is one of the usual questions now and then; mostly it is the session's
+            # own words (real prompts rarely repeat across a store).
+            prompt = (rnd.choice(USER_TURNS).format_map(slots) if rnd.random() < 0.3
+                      else sentence(rnd, [*topics, component, module, slots["camel"]],
+                                    rnd.randint(8, 24)))
+            prompt += " " + " ".join(rnd.choices(self.prose, k=rnd.randint(0, 2)))
             block = [f"## Turn · seq {seq}–{seq + 6} · 2026-{rnd.randint(1, 12):02d}-"
                      f"{rnd.randint(1, 28):02d}T10:00:00Z",
                      f"**User:**\n\n```text\n{prompt}\n```"]
@@ -300,7 +305,9 @@ class Generator:
                 lines = [self.tool_output(slots) for _ in range(
                     1 if rnd.random() < 0.8 else rnd.randint(2, 12))]
                 block.append("← result Bash:\n\n```text\n" + "\n".join(lines) + "\n```")
-            reply = [rnd.choice(ASSISTANT_TURNS).format_map(slots),
+            reply = [rnd.choice(ASSISTANT_TURNS).format_map(slots) if rnd.random() < 0.5
+                     else sentence(rnd, [*topics, slots["snake"], slots["camel"]],
+                                   rnd.randint(10, 30)),
                      " ".join(rnd.choices(self.prose, k=rnd.randint(1, 3))),
                      sentence(rnd, topics, rnd.randint(6, 14))]
             if rare and turn == 0:

@@ -289,3 +289,22 @@ def test_a_store_with_no_known_generation_parses_its_rules_only_when_they_change
     rule_file.write_text(rule_file.read_text() + "edited by hand\n")
     assert _run(workspace, capsys, "search", "quokka")[0] == 0
     assert resolved == [1, 1] and _core_cache(workspace)["ids"] == []
+
+
+def test_a_rule_holding_a_credential_is_stored_redacted(workspace: Path, capsys: Capture) -> None:
+    # §9: the rule file, its name, `rule list` and the notice (rules reach every machine).
+    secret = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYzQ8vN3tLs2Hk"
+    key_id = "AKIA" + "QX4TNB7ZLM2KWP9R"
+    code, out, _ = _run(workspace, capsys, "rule", "add", "security",
+                        f"{key_id}: never paste AWS_SECRET_ACCESS_KEY={secret} in chat")
+    assert code == 0 and secret not in out and key_id not in out
+    (rule_file,) = (workspace / ".dsh-chapters" / "rules" / "hostA").glob("001-*.md")
+    assert key_id.lower() not in rule_file.name.lower()
+    text = rule_file.read_text(encoding="utf-8")
+    assert secret not in text and key_id not in text
+    assert "⟦redacted:credential sha256=" in text
+    listed = json.dumps(_json(workspace, capsys, "rule", "list"))
+    assert secret not in listed and key_id not in listed
+    assert _run(workspace, capsys, "rule", "approve", "hostA/001")[0] == 0
+    code, notice, _ = _run(workspace, capsys, "notice")
+    assert code == 0 and secret not in notice and key_id not in notice

@@ -420,3 +420,17 @@ def test_a_very_long_question_is_cut_and_answered_at_once(workspace: Path,
     assert data["matches"]  # the first words still find the chapter
     code, out, _ = run(ws, capsys, "search", question)
     assert code == 0 and "the question was cut" in out
+
+
+def test_explain_takes_each_score_apart(workspace: Path, capsys: Capture) -> None:
+    ws = archived(workspace, capsys)
+    data = as_json(ws, capsys, "search", "retry", "backoff", "--explain")
+    for match in data["matches"]:
+        parts = match["explain"]
+        total = sum(parts[k] for k in ("topics", "title", "summary", "category", "coreRule",
+                                       "body"))
+        assert abs(total - match["score"]) < 1e-3
+        if parts["body"]:
+            assert parts["passage"]["line"] >= 1 and parts["passage"]["lines"] >= 1
+    code, out, _ = run(ws, capsys, "search", "retry", "backoff", "--explain")
+    assert code == 0 and "    why: " in out and " = " in out

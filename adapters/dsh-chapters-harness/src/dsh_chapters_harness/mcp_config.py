@@ -1,4 +1,5 @@
-"""Our MCP server in the JSON configuration of agents that read one: Gemini CLI and OpenCode.
+"""Our MCP server in the JSON configuration of agents that read one: Gemini CLI, OpenCode,
+Cursor and GitHub Copilot CLI.
 
 - Gemini CLI: `mcpServers.<name> = {command, args}` in `settings.json`, the project's
   `.gemini/settings.json` or the user's `~/.gemini/settings.json` (`$GEMINI_CLI_HOME/.gemini`
@@ -6,8 +7,12 @@
 - OpenCode: `mcp.<name> = {type: "local", command: [argv…], enabled: true}` in
   `opencode.json`, the project's or the user's `~/.config/opencode/opencode.json`
   (`$XDG_CONFIG_HOME/opencode`) (OpenCode's `McpLocal`, packages/opencode/src/config).
-- pi reads no MCP configuration (its README: "No MCP"), so there is nothing to wire:
-  `NO_MCP` says so and what to do instead.
+- Cursor: `mcpServers.<name> = {command, args}` in the project's `.cursor/mcp.json` or the
+  user's `~/.cursor/mcp.json` (both the IDE and `cursor-agent` read them).
+- Copilot CLI: `mcpServers.<name> = {type: "local", command, args, tools: ["*"]}` in the user's
+  `$COPILOT_HOME/mcp-config.json` (default ~/.copilot) or the project's `.github/mcp.json`.
+- pi reads no MCP configuration (its README: "No MCP"), nor does Aider, so there is nothing to
+  wire: `NO_MCP` says so and what to do instead.
 
 The same three promises as the Claude Code and Codex installs (install.py): idempotent, never
 clobbering (a same-named server we did not write is a refusal; a file that is not plain JSON,
@@ -42,6 +47,10 @@ NO_MCP = {
            "nothing to install; its sessions are archived all the same",
            "run `chapters watch` to archive pi's sessions as they are written, or `chapters "
            "import pi` at once; pi's agent can run `chapters search` with its bash tool"),
+    "aider": ("aider reads no MCP configuration, so there is nothing to install; its chat "
+              "history is archived all the same",
+              "`chapters import aider` archives its .aider.chat.history.md, `chapters watch` "
+              "keeps doing so as you work"),
 }
 
 
@@ -82,9 +91,29 @@ def opencode_target(command: tuple[str, ...], scope: str, workspace: Path, home:
                   "opencode-mcp")
 
 
+def cursor_target(command: tuple[str, ...], scope: str, workspace: Path, home: Path,
+                  env: Mapping[str, str]) -> Target:
+    folder = workspace if scope == "project" else home
+    return Target(folder / ".cursor" / "mcp.json", "mcpServers",
+                  {"command": command[0], "args": [*command[1:], "mcp"]}, "cursor-mcp")
+
+
+def copilot_target(command: tuple[str, ...], scope: str, workspace: Path, home: Path,
+                   env: Mapping[str, str]) -> Target:
+    if scope == "project":
+        path = workspace / ".github" / "mcp.json"
+    else:
+        path = _env_dir(env, "COPILOT_HOME", home, (".copilot",)) / "mcp-config.json"
+    return Target(path, "mcpServers", {"type": "local", "command": command[0],
+                                       "args": [*command[1:], "mcp"], "tools": ["*"]},
+                  "copilot-cli-mcp")
+
+
 TARGETS: dict[str, Callable[[tuple[str, ...], str, Path, Path, Mapping[str, str]], Target]] = {
     "gemini-cli": gemini_target,
     "opencode": opencode_target,
+    "cursor": cursor_target,
+    "copilot-cli": copilot_target,
 }
 
 

@@ -384,10 +384,19 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchPhraseBonus",
-        0.5,
-        "passage score added per adjacent query-word pair found adjacent in the passage",
+        0.0,
+        "passage score added per pair of query words typed next to each other whose first "
+        "mentions in the passage are close (within searchPhraseTerms terms)",
         minimum=0.0,
         maximum=100.0,
+    ),
+    _s(
+        "searchPhraseTerms",
+        3,
+        "how close two query words' first mentions in a passage must be, in distinct terms, "
+        "to earn searchPhraseBonus",
+        minimum=1,
+        maximum=1000,
     ),
     _s(
         "searchQueryMaxChars",
@@ -419,7 +428,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchCacheBatchRows",
-        2000,
+        500,
         "documents the search index writes per transaction; bounds memory on a rebuild",
         minimum=1,
         maximum=1_000_000,
@@ -624,14 +633,15 @@ class Config:
     search_summary_weight: float = 1.0
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
-    search_cache_batch_rows: int = 2000
+    search_cache_batch_rows: int = 500
     import_batch_bytes: int = 67_108_864
     search_segment_bytes: int = 8_388_608
     search_body_weight: float = 3.0
     search_bm25_k1: float = 1.2
     search_bm25_b: float = 0.75
     search_passage_lines: int = 48
-    search_phrase_bonus: float = 0.5
+    search_phrase_bonus: float = 0.0
+    search_phrase_terms: int = 3
     search_query_max_chars: int = 2000
     search_query_max_words: int = 64
     search_snippet_chars: int = 160

@@ -142,6 +142,9 @@ READER_PACKAGES: dict[str, str] = {
     "gemini-cli": "dsh-chapters-harness",
     "opencode": "dsh-chapters-harness",
     "pi": "dsh-chapters-harness",
+    "cursor": "dsh-chapters-harness",
+    "copilot-cli": "dsh-chapters-harness",
+    "aider": "dsh-chapters-harness",
     "specstory": "dsh-chapters-specstory",
 }
 

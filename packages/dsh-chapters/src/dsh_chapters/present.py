@@ -135,7 +135,10 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> 
     if a.skip_rules:
         lines.append(f"             skipped by rule: {_pairs(a.skip_rules)}")
     if a.unknown_types:
-        lines.append(f"             unknown types: {_pairs(a.unknown_types)}")
+        writer = f"{report.harness} {report.harness_version}".strip()
+        lines.append(f"             unknown record types (written by {writer}): "
+                     f"{_pairs(a.unknown_types)}")
+        lines.append("             counted, not archived: `chapters doctor` keeps the list")
     if a.truncated_tail:
         lines.append("             the last line is incomplete (a session being written): "
                      f"read stopped after line {a.total}, the last complete one")
@@ -153,7 +156,9 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> 
     if report.omissions:
         lines.append(f"  screened   {_pairs(report.omissions)} (host-injected context)")
     if report.clamp:
-        lines.append(f"  clamp      {report.clamp}")
+        lines.append(f"  held back  {report.clamp}")
+        lines.append("             if the session is over, run the same command with --final "
+                     "to archive it")
     if report.ended:
         lines.append(f"  final      {report.ended}")
     if report.wrote_nothing and report.turns_complete:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_chapters_core.config import Config
@@ -63,6 +63,8 @@ class SearchAnswer:
     path_prefix: str = ""  # what makes a door-relative path workspace-relative
     searched: int = 0  # documents the door holds (in scope), for the "no-match" message
     snippets: bool = True  # anchors shown (text) and carried (JSON)
+    explain: bool = False  # each match's score taken apart (`--explain`)
+    config: Config | None = field(default=None, repr=False, compare=False)
     cut: QueryCut | None = None  # set when the question was longer than a search reads
     # Chapters of this machine not yet published that the pool door's answer includes, and
     # what makes their paths (marked `store:`) workspace-relative.
@@ -74,7 +76,9 @@ class SearchAnswer:
         and `queryCut` when the question was cut."""
         data: dict[str, Any] = {
             "matches": [match_json(m, self.path_prefix, snippets=self.snippets,
-                                   overlay_prefix=self.overlay_prefix) for m in self.matches],
+                                   overlay_prefix=self.overlay_prefix, explain=self.explain,
+                                   config=self.config)
+                        for m in self.matches],
             "shown": self.shown,
             "total": self.total,
             "budget": self.budget.to_json(),
@@ -172,8 +176,48 @@ def anchor_line(scored: ScoredEntry) -> str:
     return f"    L{anchor.line}: {_one_line(anchor.text)}" if anchor is not None else ""
 
 
+def explained(scored: ScoredEntry, config: Config) -> dict[str, Any]:
+    """What made a match's score (§8, search.md "The scorer"): each signal's contribution,
+    adding up to the score (recency is shown, and only ever breaks ties)."""
+    title = scored.title_hits * config.search_title_weight
+    summary = scored.summary_hits * config.search_summary_weight
+    category = config.search_category_bonus if scored.category_hit else 0.0
+    body = (round(config.search_body_weight * scored.body.score, 9)
+            if scored.body.matched else 0.0)
+    # Topic hits may be weighted by curation (§10.1): what is left of the frontmatter.
+    topics = scored.score - body - title - summary - category - scored.core_bonus
+    parts: dict[str, Any] = {
+        "topics": round(topics, 4), "title": round(title, 4), "summary": round(summary, 4),
+        "category": round(category, 4), "coreRule": round(scored.core_bonus, 4),
+        "body": round(body, 4), "recency": round(scored.recency, 4),
+    }
+    if scored.body.matched:
+        first = scored.entry.body_line + scored.body.first
+        parts["passage"] = {"line": first, "lines": scored.body.lines,
+                            "score": round(scored.body.score, 4)}
+    return parts
+
+
+def explain_line(scored: ScoredEntry, config: Config) -> str:
+    """`    why: topics 4.00 + title 1.00 + body 13.79 (lines 40–69) = 18.79`."""
+    parts = explained(scored, config)
+    names = (("topics", "topics"), ("title", "title"), ("summary", "summary"),
+             ("category", "category"), ("coreRule", "core rule"), ("body", "body"))
+    terms = []
+    for key, name in names:
+        if parts[key]:
+            text = f"{name} {parts[key]:.2f}"
+            if key == "body" and "passage" in parts:
+                passage = parts["passage"]
+                end = passage["line"] + max(passage["lines"], 1) - 1
+                text += f" (lines {passage['line']}–{end})"
+            terms.append(text)
+    return f"    why: {' + '.join(terms) or '0'} = {scored.score:.2f}"
+
+
 def match_json(scored: ScoredEntry, path_prefix: str = "", *,
-               snippets: bool = True, overlay_prefix: str = "") -> dict[str, Any]:
+               snippets: bool = True, overlay_prefix: str = "",
+               explain: bool = False, config: Config | None = None) -> dict[str, Any]:
     e = scored.entry
     data: dict[str, Any] = {
         "score": round(scored.score, 4),
@@ -187,6 +231,8 @@ def match_json(scored: ScoredEntry, path_prefix: str = "", *,
         data["members"] = [shown_path(p, path_prefix, overlay_prefix) for p in e.members]
     if snippets and scored.anchor is not None:
         data["anchor"] = scored.anchor.to_json()
+    if explain and config is not None:
+        data["explain"] = explained(scored, config)
     return data
 
 
@@ -211,6 +257,7 @@ def pack_results(
     searched: int = 0,
     total: int | None = None,
     snippets: bool = True,
+    explain: bool = False,
 ) -> SearchAnswer:
     """Greedy, in rank order, stopping at the first line that does not fit (no reordering).
 
@@ -225,6 +272,8 @@ def pack_results(
         anchor = anchor_line(item) if snippets else ""
         if anchor:
             line += "\n" + anchor
+        if explain:
+            line += "\n" + explain_line(item, config)
         cost = config.estimate_tokens(line + "\n")
         if used + cost > max_tokens:
             if not lines:
@@ -246,4 +295,6 @@ def pack_results(
         overlay_prefix=overlay_prefix,
         searched=searched,
         snippets=snippets,
+        explain=explain,
+        config=config if explain else None,
     )

@@ -144,6 +144,7 @@ class SearchRequest:
     cross_project: bool = False
     project_key: str = ""  # the caller's; "" searches every project
     snippets: bool = True  # each match's anchor line (`--no-snippets` drops it)
+    explain: bool = False  # each match's score taken apart (`--explain`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +279,7 @@ class SearchService:
                 answer = pack_results(ranking.ranked, max_tokens=max_tokens, config=config,
                                       door=str(door.name), path_prefix=door.prefix,
                                       overlay_prefix=overlay_prefix, total=ranking.total,
-                                      snippets=request.snippets)
+                                      snippets=request.snippets, explain=request.explain)
                 unpublished = (door.cache.count(OVERLAY) if door.cache is not None
                                and door.name is DoorName.MIRROR else 0)
                 return dataclasses.replace(answer, cut=cut if cut.cut else None,
@@ -876,7 +877,10 @@ class SearchService:
 
     def merge_topics(self, source: str, target: str) -> CurationFact:
         """`chapters topic merge <a> <b>`: a user-authored `topic-alias` fact (§6.3)."""
-        a, b = slugify(source), slugify(target)
+        # §9: redacted before slugging, whose lower case would hide a key from the rules
+        from dsh_chapters_core.chokepoint import redact_for_store  # the write path only
+
+        a, b = slugify(redact_for_store(source)), slugify(redact_for_store(target))
         if not a or not b:
             raise UsageError(
                 f"topic merge needs two topic names with words, got {source!r} {target!r}",

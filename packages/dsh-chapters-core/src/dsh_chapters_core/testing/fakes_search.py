@@ -153,11 +153,13 @@ class MemorySearchIndex:
     def postings(self, terms: Sequence[str]) -> list[TermPostings | None]:
         out: list[TermPostings | None] = []
         for term in terms:
-            rows = [(doc, i, p.tf[term], p.length) for doc in sorted(self.docs)
+            rows = [(doc, i, p.tf[term], p.length, p.mentions()[term])
+                    for doc in sorted(self.docs)
                     for i, p in enumerate(self.docs[doc][2]) if term in p.tf]
             out.append(TermPostings([r[0] for r in rows], [r[1] for r in rows],
                                     [r[2] for r in rows], [r[3] for r in rows],
-                                    max(r[2] for r in rows), min(r[3] for r in rows))
+                                    max(r[2] for r in rows), min(r[3] for r in rows),
+                                    [r[4] for r in rows], list(dict.fromkeys(r[0] for r in rows)))
                        if rows else None)
         return out
 

@@ -32,6 +32,7 @@ class CommandEntry:
 COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("key", "identity", "print the projectKey and what it is derived from"),
     CommandEntry("redact", "identity", "redact credentials from stdin to stdout"),
+    CommandEntry("scan", "scan", "find credentials already in the store and the pool"),
     CommandEntry("archive", "archive", "archive one session file into chapters"),
     CommandEntry("import", "archive", "archive every session of this project"),
     CommandEntry("list", "archive", "one line per archived chapter"),

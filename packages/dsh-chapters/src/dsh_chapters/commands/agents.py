@@ -25,9 +25,12 @@ from dsh_chapters.present import error_text
 from dsh_chapters.services.agents import AppArchive, project_line
 
 AGENTS = ("claude-code", "codex", "dsh")
-# Agents whose MCP configuration is one JSON file (pi reads none: install says so).
-MCP_CONFIG_AGENTS = ("gemini-cli", "opencode", "pi")
+# Agents whose MCP configuration is one JSON file (pi and aider read none: install says so).
+MCP_CONFIG_AGENTS = ("gemini-cli", "opencode", "pi", "cursor", "copilot-cli", "aider")
 INSTALL_AGENTS = (*AGENTS, *MCP_CONFIG_AGENTS)
+# The scope an agent's install takes when none is named: its user file, where that is the one
+# the agent's own docs point to.
+DEFAULT_SCOPES = {"copilot-cli": "user"}
 SCOPES = ("project", "user")
 # Claude Code's own kill switch sits past the hook's budget, so our watchdog always speaks first.
 CLAUDE_TIMEOUT_MARGIN_S = 10
@@ -163,11 +166,12 @@ def _emit_changes(inv: Invocation, verb: str, agent: str, scope: str,
 
 
 def _mcp_config(args: argparse.Namespace, inv: Invocation, verb: str) -> int:
-    """`install`/`uninstall` gemini-cli|opencode|pi: the MCP server in its JSON config."""
+    """`install`/`uninstall` gemini-cli|opencode|cursor|copilot-cli (pi, aider: none): the MCP
+    server in the agent's JSON configuration."""
     if args.agent != "codex" and getattr(args, "enable_hooks", False):
         raise UsageError(f"--enable-hooks is for Codex; {args.agent} runs no hook of ours",
                          hint=f"run `chapters {verb} {args.agent}`")
-    scope = str(args.scope or "project")
+    scope = str(args.scope or DEFAULT_SCOPES.get(args.agent, "project"))
     app = inv.app
     installer = app.factories.mcp_config_installer(app, chapters_command())
     run = installer.install if verb == "install" else installer.uninstall
@@ -258,12 +262,17 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                         "~/.gemini/settings.json (user). opencode: the MCP server in "
                         "opencode.json (project) or ~/.config/opencode/opencode.json (user). "
                         "pi reads no MCP configuration: nothing to install. "
+                        "cursor: the MCP server in .cursor/mcp.json (project) or "
+                        "~/.cursor/mcp.json (user). copilot-cli: the MCP server in "
+                        "$COPILOT_HOME/mcp-config.json (user; ~/.copilot) or .github/mcp.json "
+                        "(project). aider reads no MCP configuration. "
                         "A backup is written before the first change; other entries are kept.")
         parser.add_argument("agent", choices=INSTALL_AGENTS, metavar="|".join(INSTALL_AGENTS),
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
-                            help="claude-code, gemini-cli, opencode: this project (default) "
-                                 "or your user")
+                            help="claude-code, gemini-cli, opencode, cursor: this project "
+                                 "(default) or your user; copilot-cli: your user (default) or "
+                                 "this project")
         if verb == "install":
             parser.add_argument("--enable-hooks", action="store_true",
                                 help="codex only: also turn on Codex's hooks feature flag "

@@ -21,7 +21,7 @@ from dsh_chapters_core.notice import chapter_ended
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.commands.pool import run_list_pool
 from dsh_chapters.present import report_lines
-from dsh_chapters.services import finality, pool
+from dsh_chapters.services import drift, finality, pool
 from dsh_chapters.services.archive import AUTO, archive_and_log, read_transcript, sync_point
 from dsh_chapters.services.library import chapter_number, chapters, resolve_chapter
 from dsh_chapters.services.transcripts import read_guarded
@@ -119,11 +119,13 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
             backing = getattr(reader, "backing_file", None)
             stands_for = backing(file) if callable(backing) else file
             try:
+                transcript = read_guarded(app, reader, file)
+                # Over when idle, or when its last record is old (a copy written just now).
                 final = (bool(getattr(args, "final", False))
-                         or finality.is_finished(stands_for, app.config))
-                reports.append(archive_and_log(app, read_guarded(app, reader, file),
-                                               final=final))
+                         or finality.is_finished(stands_for, app.config, transcript=transcript))
+                reports.append(archive_and_log(app, transcript, final=final))
             except InputError as exc:  # one unreadable session never stops the others
+                drift.note_refusal(app, file, exc)  # a format version the reader does not know
                 failures.append((file, exc.message))
             # A file holding many sessions counts once, with its first.
             held += max(_size(stands_for) if stands_for not in counted else 0, 1)
@@ -146,6 +148,12 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
         lines.extend(report_lines(report))
     lines.append(f"imported {len(reports)} of {len(files)} {args.harness} session(s): "
                  f"{turns} turn(s) into {chapters} new chapter(s)")
+    unknown = sorted({name for r in reports for name, _ in r.account.unknown_types})
+    if unknown:
+        held = sum(1 for r in reports if r.account.unknown_types)
+        lines.append(f"{held} session(s) hold record types this reader does not know "
+                     f"({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}): "
+                     "`chapters doctor` lists them")
     for path, message in failures:
         lines.append(f"  failed {path}: {message}")
     if pool.describe_sync_point(outcome):
@@ -233,7 +241,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                     ".dsh-chapters/. No model, no network; running it again writes nothing new.")
     archive.add_argument("path", help="the session file (.jsonl)")
     archive.add_argument("--harness", default=AUTO,
-                         metavar="auto|dsh|claude-code|codex|gemini-cli|opencode|pi",
+                         metavar="auto|dsh|claude-code|codex|gemini-cli|opencode|pi|cursor|"
+                                 "copilot-cli|aider",
                          help="the file's format (default: auto, from its first bytes)")
     archive.add_argument("--final", action="store_true", help=FINAL_HELP)
     archive.set_defaults(run=run_archive)
@@ -243,10 +252,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description="Archive every DSH session of this project (under $DSH_HOME/sessions, "
                     "by its normalized cwd and the log's own cwd), every Claude Code session of "
                     "this project (matched by its directory) or every Codex rollout whose cwd is "
-                    "this project; every Gemini CLI, OpenCode or pi session of this project "
+                    "this project; every Gemini CLI, OpenCode, pi, Cursor (transcripts and IDE "
+                    "chats) or Copilot CLI session or Aider chat history of this project "
                     "(docs/formats.md says where each keeps them); with --source, every session "
                     "file under DIR. Re-running adds no file.")
-    imp.add_argument("harness", metavar="dsh|claude-code|codex|gemini-cli|opencode|pi",
+    imp.add_argument("harness",
+                     metavar="dsh|claude-code|codex|gemini-cli|opencode|pi|cursor|copilot-cli|"
+                             "aider",
                      help="whose sessions to import")
     imp.add_argument("--source", metavar="DIR", help="import the session files under DIR")
     imp.add_argument("--final", action="store_true",

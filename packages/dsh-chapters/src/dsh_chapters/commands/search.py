@@ -56,7 +56,7 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
         answer = search_answer(app, on_progress=progress_bar(inv), request=SearchRequest(
             query=query, max_tokens=args.max_tokens, topic=args.topic or "",
             cross_project=args.cross_project, project_key=app.identity.project_key,
-            snippets=not args.no_snippets), on_rebuilt=lambda report: None if
+            snippets=not args.no_snippets, explain=args.explain), on_rebuilt=lambda report: None if
             report.update.first else inv.stderr.write(
                 f"search: the {report.door} index was unreadable and was rebuilt "
                 f"({report.update.manifest.documents} documents)\n"))
@@ -133,6 +133,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     search.add_argument("--topic", metavar="T", help="read one whole topic shard")
     search.add_argument("--cross-project", action="store_true",
                         help="search every project in the pool, not just this one")
+    search.add_argument("--explain", action="store_true",
+                        help="take each match's score apart: topics, title, summary, category, "
+                             "core rule and the best passage (with its lines)")
     search.add_argument("--no-snippets", action="store_true",
                         help="leave out each match's `    L<line>: …` anchor line")
     search.set_defaults(run=run_search)

@@ -16,7 +16,7 @@ from dsh_chapters_core.events import Transcript
 from dsh_chapters_core.ports.harness import HarnessReader
 
 from dsh_chapters.app import App
-from dsh_chapters.services import enrich, pool
+from dsh_chapters.services import drift, enrich, pool
 from dsh_chapters.services.transcripts import read_guarded
 
 AUTO = "auto"
@@ -72,6 +72,7 @@ def archive_and_log(app: App, transcript: Transcript, *, final: bool = False) ->
         transcript, store=app.store, lock=app.lock, clock=app.clock, config=app.config,
         identity=app.identity, harness_id=app.harness_id, final=final,
     )
+    drift.note_transcript(app, transcript)  # record types the reader did not know (doctor)
     after_archive(app, report)
     return report
 

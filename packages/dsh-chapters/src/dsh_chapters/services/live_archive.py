@@ -1,11 +1,12 @@
 """Archive a project's sessions as they are written: the service behind `chapters watch`.
 
 One pass archives every session file of this project that each installed reader discovers
-(Claude Code, Codex, DSH): completed turns only while a file is live (§4.3), its unfinished tail
-too once the file has been idle for `sessionFinalAfterMinutes` (the session is over). Each pass
-that wrote chapters is a sync point (§5.1) with the push debounce of §5.2; a push that was
-deferred is retried at a later wake-up, never by a timer of its own. The watch loop itself is
-the harness adapter's (`dsh_chapters_harness.watch`, inotify through watchfiles).
+(Claude Code, Codex, DSH, Cursor, Copilot CLI, Aider): completed turns only while a file is
+live (§4.3), its unfinished tail too once the file has been idle for `sessionFinalAfterMinutes`
+(the session is over). Each pass that wrote chapters is a sync point (§5.1) with the push
+debounce of §5.2; a push that was deferred is retried at a later wake-up, never by a timer of
+its own. The watch loop itself is the harness adapter's (`dsh_chapters_harness.watch`, inotify
+through watchfiles).
 """
 
 from __future__ import annotations
@@ -54,9 +55,22 @@ class LiveArchive:
         composition root builds them; a plugin's reader is archived, not watched)."""
         return self.app.factories.session_files()
 
+    def _roots(self) -> dict[str, list[Path]]:
+        """Where each watched reader's sessions are written: a built-in reader's folder, or the
+        folders and files a reader names itself (`watch_roots(cwd)`: Cursor, Copilot CLI, and
+        Aider's history file in the repository)."""
+        files = self._files()
+        found: dict[str, list[Path]] = {}
+        for name in self.harnesses:
+            own = getattr(self.app.harnesses[name], "watch_roots", None)
+            if name in files.roots:
+                found[name] = [files.roots[name]]
+            elif callable(own):
+                found[name] = [Path(p) for p in own(str(self.app.workspace))]
+        return found
+
     def roots(self) -> list[Path]:
-        roots = self._files().roots
-        return [roots[name] for name in self.harnesses if name in roots]
+        return [root for roots in self._roots().values() for root in roots]
 
     def discover(self) -> None:
         """This project's session files, per reader (a new file joins at the next call)."""
@@ -73,11 +87,11 @@ class LiveArchive:
             return
         workspace = str(self.app.workspace)
         files = self._files()
-        by_root = {name: files.roots[name] for name in self.harnesses if name in files.roots}
+        by_root = self._roots()
         rediscover = set()
         for path in new:
-            owner = next((n for n, root in by_root.items() if Path(path).is_relative_to(root)),
-                         None)
+            owner = next((n for n, roots in by_root.items()
+                          if any(Path(path).is_relative_to(root) for root in roots)), None)
             if owner == "codex":
                 cwd = files.rollout_cwd(path)
                 if files.same_directory(cwd, workspace):
@@ -94,7 +108,7 @@ class LiveArchive:
             for path in new:
                 if path in found:
                     self.files.setdefault(path, name)
-                elif Path(path).is_relative_to(by_root[name]) and \
+                elif any(Path(path).is_relative_to(root) for root in by_root[name]) and \
                         b"\n" in files.read_head(path):  # header written, yet not claimed
                     self.foreign.add(path)
 
@@ -133,7 +147,11 @@ class LiveArchive:
 
     def _archive(self, harness: str, path: str, *, final: bool) -> Archived:
         try:
-            transcript = self.app.harnesses[harness].read(path)
+            reader = self.app.harnesses[harness]
+            transcript = reader.read(path)
+            # A file written just now may hold a session that ended long ago (a copy).
+            final = final or is_finished(_backing_file(reader, path), self.app.config,
+                                         transcript=transcript)
             return Archived(harness, path, archive_and_log(self.app, transcript, final=final))
         except ChaptersError as exc:  # one unreadable file never stops the watcher
             return Archived(harness, path, error=exc.message)
