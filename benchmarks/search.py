@@ -67,22 +67,19 @@ FIXTURE = REPO / "tests/fixtures/claude-code/-home-dev-work-acme-api" \
 # The fixture's first 68 lines are one task (a logout bug, its fix and a test): one chapter.
 FIXTURE_LINES = 68
 
+# The search-at-scale targets on chapters as long as real ones (the real haystack's figures
+# are benchmarks/haystack.py's): a whole process no slower than `rg -il` at 10k and at least
+# 5x faster at 100k; an update a small share of a rebuild; the build bounded in memory.
 TARGETS: dict[str, dict[str, Any]] = {
-    "process_p50_ms_at_10k": {"size": 10_000, "max": 100.0,
-                              "text": "`chapters search` process median ≤ 100 ms at 10k"},
-    "process_vs_rg_at_10k": {"size": 10_000, "max": 0.5,
-                             "text": "process median ≤ 0.5× `rg -il` at 10k"},
-    "process_p50_ms_at_100k": {"size": 100_000, "max": 150.0,
-                               "text": "`chapters search` process median ≤ 150 ms at 100k"},
-    "rg_vs_process_at_100k": {"size": 100_000, "min": 8.0,
-                              "text": "process ≥ 8× faster than `rg -il` at 100k"},
-    "inprocess_vs_fts5_at_100k": {"size": 100_000, "max": 2.0,
-                                  "text": "in-process median ≤ 2× FTS5 at 100k"},
+    "process_vs_rg_at_10k": {"size": 10_000, "max": 1.0,
+                             "text": "`chapters search` process no slower than `rg -il` at 10k"},
+    "rg_vs_process_at_100k": {"size": 100_000, "min": 5.0,
+                              "text": "process ≥ 5× faster than `rg -il` at 100k"},
     "update_vs_rebuild_at_10k": {"size": 10_000, "max": 0.05,
                                  "text": "update after archiving one chapter ≤ 5% of a full "
                                          "rebuild at 10k"},
-    "build_peak_rss_mb_at_100k": {"size": 100_000, "max": 300.0,
-                                  "text": "full index build peak RSS ≤ 300 MB at 100k"},
+    "build_peak_rss_mb_at_100k": {"size": 100_000, "max": 400.0,
+                                  "text": "full index build peak RSS ≤ 400 MB at 100k"},
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def test_a_finished_1_0_session_keeps_every_prompt_and_its_last_reply(
     assert shapes.V1_REPLIES[2] in last
     assert "· ended: incomplete-turn" in last  # the turn heading: what the toc shows
     listing = chapters("list")
-    assert "(ended: incomplete-turn)" in listing.out
+    assert "(last turn unfinished)" in listing.out
     before = snapshot(ws / ".dsh-chapters")
     again = archive(chapters, str(live), "--final")
     assert again["turns"]["archived"] == 0 and again["chapters"] == []

@@ -84,11 +84,14 @@ def test_the_table_has_id_status_category_text_and_provenance(
          "--session", "s-42")
     code, out, _ = _run(workspace, capsys, "rule", "list")
     assert code == 0
-    header, row, summary = out.splitlines()
+    # Too long for one line of 100 columns: the provenance goes under the text.
+    header, row, where, summary = out.splitlines()
     assert header.split()[:4] == ["ID", "STATUS", "CATEGORY", "TEXT"]
-    assert row.startswith(
-        "hostA/001  proposed  git-workflow  Rebase feature branches. Never merge.")
-    assert "(user@hostA, session s-42, " in row
+    assert row == "hostA/001  proposed  git-workflow  Rebase feature branches. Never merge."
+    assert where.strip().startswith("(user@hostA, session s-42, ")
+    assert where.index("(") == row.index("Rebase")
+    wide = _run(workspace, capsys, "rule", "list", "--wide")[1].splitlines()[1]
+    assert wide.startswith(row) and "(user@hostA, session s-42, " in wide
     assert summary == "1 of 1 rules shown · on hostA: 0 core, 1 proposed, 0 revoked"
 
 
@@ -147,8 +150,9 @@ def test_notice_lists_this_sessions_chapters_with_counts_and_the_modified_mark(
     assert "## In flight" in lines and "Writing the retry test." in lines
     assert ("  .dsh-chapters/sess-1/chapters/001-setup.md · 5 messages (assistant 3, user 2)"
             in lines)
-    assert ("  .dsh-chapters/sess-1/chapters/002-retry.md · 5 messages (assistant 3, user 2) · "
-            "⚠ modified since archived") in lines
+    # Past 100 columns: what follows the path goes on the next line, the path stays whole.
+    at = lines.index("  .dsh-chapters/sess-1/chapters/002-retry.md")
+    assert lines[at + 1] == "  5 messages (assistant 3, user 2) · ⚠ modified since archived"
     assert "Elsewhere" not in out
     assert ".dsh-chapters/index/<topic>.md" in out
     assert lines[-1] == "Ancestry: sess-1 → this continuation."
@@ -212,7 +216,9 @@ def test_notice_without_session_lists_the_last_archived_session(
     assert len(links) == data["chapters"]
     for link in links:  # every link opens with a plain read, relative to the workspace
         assert (workspace / link).is_file()
-    assert all(" messages (" in line for line in lines if line.startswith("  .dsh-chapters/"))
+    # each with its message counts, on its line or (past 100 columns) the line under it
+    assert all(" messages (" in line or " messages (" in lines[n + 1]
+               for n, line in enumerate(lines) if line.startswith("  .dsh-chapters/"))
     assert data == _json(workspace, capsys, "notice", "--session", data["session"])
 
 

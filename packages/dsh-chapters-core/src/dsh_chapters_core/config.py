@@ -170,6 +170,14 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=10_000_000,
     ),
     _s("titleMaxChars", 80, "deterministic title length cap", minimum=10, maximum=400),
+    _s(
+        "titleMinPromptChars",
+        3,
+        "a prompt shorter than this (a menu choice: `c`, `2`, `y`) titles its chapter with the "
+        "reply it got, after the prompt",
+        minimum=1,
+        maximum=100,
+    ),
     _s("summaryMaxChars", 240, "deterministic summary length cap", minimum=20, maximum=4000),
     _s(
         "slugMaxChars",
@@ -606,6 +614,7 @@ class Config:
     chars_per_token: int = 4
     tool_result_defer_floor_tokens: int = 2000
     title_max_chars: int = 80
+    title_min_prompt_chars: int = 3
     summary_max_chars: int = 240
     slug_max_chars: int = 48
     redaction_patterns: tuple[str, ...] = field(default=())

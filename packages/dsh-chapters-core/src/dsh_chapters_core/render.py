@@ -234,6 +234,8 @@ def render_chapter(
                 first_user = first_user or _collapse(text)
                 blocks.append(_block("User", text))
             elif isinstance(event, AssistantMessage):
+                if not event.text.strip():
+                    continue  # an empty text block (a reply that was only tool calls) says nothing
                 text = point.redact(event.text)
                 counts["assistant"] += 1
                 first_assistant = first_assistant or _collapse(text)
@@ -275,6 +277,9 @@ def render_chapter(
     start = min(turn.start_seq for turn in turns)
     end = max(turn.end_seq for turn in turns)
     title_source = first_user or first_assistant
+    if first_user and first_assistant and len(first_user) < config.title_min_prompt_chars:
+        # A menu choice (`c`, `2`) names nothing: the reply it got says what the turn was.
+        title_source = f"{first_user} → {first_assistant}"
     title = cap_text(title_source, config.title_max_chars) if title_source else (
         f"Chapter seq {start}–{end}"
     )

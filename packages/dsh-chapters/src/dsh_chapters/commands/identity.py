@@ -22,7 +22,7 @@ from dsh_chapters.plugins import KEY_NAMESPACES
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     key = subparsers.add_parser(
         "key", parents=[common], help="print the projectKey and what it is derived from",
-        description="Print the projectKey (§2.3) and the canonical string it is derived from.",
+        description="Print the projectKey and the canonical string it is derived from.",
     )
     source = key.add_mutually_exclusive_group()
     source.add_argument("--remote", metavar="URL", help="derive from this remote URL")
