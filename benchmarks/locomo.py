@@ -580,10 +580,17 @@ def _pick(dialogs: list[Dialog], names: str, per_dialog: int) -> list[Dialog]:
             raise SystemExit(f"locomo: no dialog {', '.join(unknown)}; the data holds "
                              f"{', '.join(known)}")
         dialogs = [known[n] for n in wanted]
-    if per_dialog:
+    if per_dialog:  # spread over each list, which the dataset orders roughly by category
         dialogs = [Dialog(d.name, d.speaker_a, d.speaker_b, d.sessions,
-                          d.questions[:per_dialog], d.unanswerable) for d in dialogs]
+                          spread(d.questions, per_dialog), d.unanswerable) for d in dialogs]
     return dialogs
+
+
+def spread(questions: tuple[Question, ...], count: int) -> tuple[Question, ...]:
+    """`count` questions evenly spaced over the list (all of them when it is shorter)."""
+    if count >= len(questions):
+        return questions
+    return tuple(questions[i * len(questions) // count] for i in range(count))
 
 
 def figures_of(runs: list[DialogRun], tallies: Tallies, args: argparse.Namespace,
@@ -691,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
                              "locomo10.zip in the system temp directory)")
     parser.add_argument("--dialogs", default="", help="only these dialogs (conv-26,conv-30)")
     parser.add_argument("--per-dialog", type=int, default=0,
-                        help="only the first N questions of each dialog (a smoke run)")
+                        help="only N questions of each dialog, evenly spread (a smoke run)")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="the search's budget (default: the search's own default)")
     parser.add_argument("--no-processes", action="store_true",

@@ -319,7 +319,8 @@ def locomo_section(report: dict[str, Any]) -> list[str]:
         f"{protocol['sessions']} sessions, "
         f"{protocol['turns']:,} turns, {protocol['chapters']:,} chapters; "
         f"{protocol['questions']:,} questions asked"
-        + (f" (the first {protocol['per_dialog_limit']} of each dialog only: a smoke run)"
+        + (f" ({protocol['per_dialog_limit']} of each dialog only, spread over its list: a smoke "
+              "run)"
            if protocol.get("per_dialog_limit") else "")
         + (f", {protocol['not_asked_without_evidence']} without evidence left out"
            if protocol.get("not_asked_without_evidence") else "")

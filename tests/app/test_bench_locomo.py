@@ -179,3 +179,9 @@ def test_without_the_data_it_says_how_to_get_it(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert "data/locomo10.zip" in done.stdout and "snap-research/locomo" in done.stdout
     assert not out.exists()
+
+
+def test_a_smoke_run_spreads_its_questions_over_each_dialog(data: Path) -> None:
+    questions = locomo.load_dialogs(data)[0].questions
+    assert locomo.spread(questions, 2) == (questions[0], questions[2])
+    assert locomo.spread(questions, 9) == questions
