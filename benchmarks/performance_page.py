@@ -269,6 +269,129 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+def _met(value: float | None, limit: float, at_least: bool) -> str:
+    if value is None:
+        return "not measured"
+    return _yes(value >= limit if at_least else value <= limit)
+
+
+def _all_but(differ: int, n: int) -> str:
+    return f"all {n:,}" if not differ else f"all but {differ:,} of {n:,}"
+
+
+LOCOMO_ORDER = ("single-hop", "temporal", "multi-hop", "open-domain")
+
+
+def locomo_section(report: dict[str, Any]) -> list[str]:
+    """LoCoMo by deja-vu's protocol, our figures beside its published ones."""
+    protocol, timing, machine = report["protocol"], report["timing"], report.get("machine", {})
+    peer, targets = report["peer"], report["targets"]
+    overall = report["overall"]
+    from_processes = protocol.get("answers_from") == "processes"
+    out = [
+        "## LoCoMo: session retrieval beside deja-vu",
+        "",
+        f"Measured {report.get('at', '?')} on the code of commit `{report.get('code', '?')}`, "
+        f"with `{report.get('command', 'python benchmarks/locomo.py')}`, on "
+        f"{machine.get('cpus', '?')} cores shared with other "
+        f"work (load {machine.get('load_at_start', '?')} at the start, "
+        f"{machine.get('load_at_end', '?')} at the end: the times are noisy, the hit rates are "
+        "not), Python " + str(machine.get("python", "?")) + ".",
+        "",
+        "[LoCoMo](https://github.com/snap-research/locomo) (`data/locomo10.zip`) holds 10 long "
+        "dialogs between two people, 19 to 32 dated sessions each, and questions whose "
+        "evidence names the turns that answer them (`D<session>:<turn>`). The protocol is the "
+        "one [deja-vu](https://github.com/vshulcz/deja-vu), the strongest lexical peer, "
+        "publishes (its `scripts/locomo/main.go`): each dialog's sessions are written as Claude "
+        "Code transcripts, one `Speaker: text` line per turn on the session's own date, speaker "
+        "A as the user and speaker B as the assistant; each dialog is imported into a store of "
+        "its own with `chapters import claude-code --final`; every question with evidence is "
+        f"asked verbatim, `{protocol['command']}`. A question is a hit@k when a session its "
+        "evidence names is among the first k distinct sessions the search ranks (each chapter "
+        "mapped to its session by its `sessionId`); MRR counts the first such session's rank "
+        f"up to {protocol.get('mrr_depth', 20)}. Adversarial questions (category 5) are "
+        "counted in the total and shown apart. `benchmarks/locomo.py` says how to get the data "
+        "(it is never committed); `hatch run bench:python benchmarks/locomo.py --no-processes` "
+        "gives the same hit rates from the in-process answers alone, in about a minute, for a "
+        "loop while ranking changes.",
+        "",
+        f"{protocol['dialogs']} dialog{'' if protocol['dialogs'] == 1 else 's'}, "
+        f"{protocol['sessions']} sessions, "
+        f"{protocol['turns']:,} turns, {protocol['chapters']:,} chapters; "
+        f"{protocol['questions']:,} questions asked"
+        + (f" ({protocol['per_dialog_limit']} of each dialog only, spread over its list: a smoke "
+              "run)"
+           if protocol.get("per_dialog_limit") else "")
+        + (f", {protocol['not_asked_without_evidence']} without evidence left out"
+           if protocol.get("not_asked_without_evidence") else "")
+        + "." + ("" if from_processes else
+                 " The hit rates of this run come from the in-process answers (`--no-processes`)"
+                 ", which rank as the processes do; no process was timed."),
+        "",
+        "| | questions | hit@1 | hit@5 | MRR |",
+        "|---|---|---|---|---|",
+    ]
+    def row(label: str, r: dict[str, Any]) -> str:
+        return f"| {label} | {r['n']:,} | {r['hit@1']:.3f} | {r['hit@5']:.3f} | {r['mrr']:.3f} |"
+
+    categories = report["categories"]
+    out += [row(name, categories[name]) for name in LOCOMO_ORDER if name in categories]
+    out += [
+        row("all but adversarial", report["without_adversarial"]),
+        *([row("adversarial", categories["adversarial"])] if "adversarial" in categories
+          else []),
+        f"| **all** | **{overall['n']:,}** | **{overall['hit@1']:.3f}** | "
+        f"**{overall['hit@5']:.3f}** | **{overall['mrr']:.3f}** |",
+        f"| deja-vu {peer['version']}, as published | {peer['questions']:,} | "
+        f"{peer['hit@1']:.3f} | {peer['hit@5']:.3f} | {peer['mrr']:.3f} |",
+        "",
+        "| search time, median (p90) | ours | deja-vu, as published |",
+        "|---|---|---|",
+        f"| `chapters search --json` as a process | {_ms(timing.get('process_ms_p50'))} "
+        f"({_ms(timing.get('process_ms_p90'))}) | – |",
+        f"| in process, one composed App (as the MCP server holds it) | "
+        f"{_ms(timing.get('in_process_ms_p50'))} ({_ms(timing.get('in_process_ms_p90'))}) | "
+        f"about {peer['in_process_ms_p50']:.0f} ms |",
+        "",
+        f"deja-vu's figures are its own, from its repository ({peer['source']}): version "
+        f"{peer['version']}, measured by its author on {peer['machine']}, retrieval only (no "
+        "LLM, no embeddings), as ours are. Its search time is in process; ours is given both "
+        "ways, on a slower, shared machine.",
+    ]
+    answer, agreement = report["answer"], report["agreement"]
+    differs = agreement.get("in_process_differs")
+    out += [
+        "",
+        f"hit@5 and MRR read each question's whole ranking, as deja-vu reads its first 20 "
+        f"hits. The answer at the search's default budget ({answer['budget_tokens']} tokens) "
+        f"shows {answer['sessions_mean']} sessions on average (a gold one among them for "
+        f"{answer['gold_in_answer']:.3f} of the questions), so each question is asked once more "
+        "in process with a budget that holds every chapter, without snippets (they change no "
+        f"rank). That ranking began with the answer's own sessions for "
+        f"{_all_but(agreement['ranking_differs'], agreement['questions'])} questions"
+        + ("" if differs is None else
+           "; the in-process answers showed the processes' sessions for "
+           f"{_all_but(differs, agreement['questions'])}")
+        + ".",
+    ]
+    out += [
+        "",
+        "| target | measured | |",
+        "|---|---|---|",
+        f"| hit@1 ≥ {targets['hit_at_1_min']:.2f} | {overall['hit@1']:.3f} | "
+        f"{_met(overall['hit@1'], targets['hit_at_1_min'], True)} |",
+        f"| hit@5 ≥ {targets['hit_at_5_min']:.2f} | {overall['hit@5']:.3f} | "
+        f"{_met(overall['hit@5'], targets['hit_at_5_min'], True)} |",
+        f"| a search process, median ≤ {targets['process_p50_ms_max']:.0f} ms | "
+        f"{_ms(timing.get('process_ms_p50'))} | "
+        f"{_met(timing.get('process_ms_p50'), targets['process_p50_ms_max'], False)} |",
+        f"| in process, median ≤ {targets['in_process_p50_ms_max']:.0f} ms | "
+        f"{_ms(timing.get('in_process_ms_p50'))} | "
+        f"{_met(timing.get('in_process_ms_p50'), targets['in_process_p50_ms_max'], False)} |",
+    ]
+    return out
+
+
 def others_section() -> list[str]:
     out = ["## The other benchmarks", "",
            "Headline figures from the last run of each (its result file has the rest).", "",
@@ -283,6 +406,18 @@ def others_section() -> list[str]:
             text = "(its figures have another shape; see the file)"
         out.append(f"| {name} | {text} | [`{name}.json`](../benchmarks/results/{name}.json) |")
     return out
+
+
+def locomo_lines() -> list[str]:
+    path = RESULTS / "locomo.json"
+    if not path.exists():
+        return []
+    try:
+        return [*locomo_section(json.loads(path.read_text())), ""]
+    except (KeyError, TypeError, ValueError):
+        return ["## LoCoMo: session retrieval beside deja-vu", "",
+                "(`benchmarks/results/locomo.json` has another shape; rerun "
+                "`hatch run bench locomo`)", ""]
 
 
 def haystack_section() -> list[str]:
@@ -363,6 +498,7 @@ def write_page() -> Path:
         "",
         *haystack_section(),
         "",
+        *locomo_lines(),
         *others_section(),
         "",
     ]

@@ -3,7 +3,9 @@
 Each benchmark is its own script that measures side by side in one run, reports medians and
 ratios, and writes `benchmarks/results/<name>.json`. This runner runs them in turn (or only the
 names given), gathers their figures into `benchmarks/results/summary.json`, and writes
-`docs/performance.md` with its plot from them (`performance_page.py`).
+`docs/performance.md` with its plot from them (`performance_page.py`). Some names bring
+others along: `hatch run bench retrieval` runs the real-session benchmark (`retrieval.py`) and
+LoCoMo (`locomo.py`, also alone as `hatch run bench locomo`).
 `--quick` passes small sizes, for a smoke run; the figures the issues ask for come from a
 full run. `--page-only` rewrites the page from the figures already there, running nothing.
 """
@@ -29,6 +31,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "git_pool": ("git_pool.py", [], ["--chapters", "100", "--files", "500", "--repeat", "3"]),
     "search": ("search.py", [], ["--quick"]),
     "retrieval": ("retrieval.py", [], []),
+    "locomo": ("locomo.py", [], ["--per-dialog", "20"]),
     "treedx_pull": ("treedx_pull.py", [], ["--files", "500", "--repeat", "3"]),
     "enrich_archive": ("enrich_archive.py", [], ["--sessions", "5"]),
     "archive_scaling": ("archive_scaling.py", [], ["--chapters", "300", "--repeat", "3"]),
@@ -43,6 +46,19 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     # search processes and in process, recall next to FTS5, at 400 MB and the whole 1.4 GB.
     "haystack": ("haystack.py", [], ["--sizes", "100"]),
 }
+# A name that runs others with it: `hatch run bench retrieval` measures retrieval on the real
+# sessions and on LoCoMo, one after the other.
+ALSO: dict[str, tuple[str, ...]] = {"retrieval": ("locomo",)}
+
+
+def expand(names: list[str]) -> list[str]:
+    """The names given, each followed by the ones it runs with, each once, in order."""
+    out: list[str] = []
+    for name in names:
+        for each in (name, *ALSO.get(name, ())):
+            if each not in out:
+                out.append(each)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
+    names = expand(names)
     RESULTS.mkdir(exist_ok=True)
     # A run of some benchmarks keeps the others' last figures in the summary.
     previous = RESULTS / "summary.json"
