@@ -133,8 +133,32 @@ def test_chapters_import_specstory_archives_a_cursor_users_history(tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(done.stdout)
     assert data["harness"] == "specstory" and data["sessions"] == 1 and data["imported"] == 1
-    assert data["turnsArchived"] == 2 and data["chapters"] >= 1 and data["failures"] == []
+    # The export's last record is dated 2026-11-20, older than sessionFinalAfterMinutes, so the
+    # session is over and its third prompt (no end-of-turn mark) is archived with the rest.
+    assert data["turnsArchived"] == 3 and data["chapters"] >= 1 and data["failures"] == []
     chapters = sorted((workspace / ".dsh-chapters").rglob("*.md"))
     text = "\n".join(p.read_text(encoding="utf-8") for p in chapters)
     assert "so the lookup falls back to 1." in text and "1 failed, 1 passed in 0.41s" in text
-    assert "Add a changelog line" not in text  # the in-flight turn waits for the next import
+    assert "Add a changelog line" in text
+
+
+def test_an_export_still_being_written_keeps_its_unfinished_turn_back(tmp_path: Path) -> None:
+    # sessionFinalAfterMinutes = 0 turns the idle rule off: the third prompt has no end-of-turn
+    # mark, so it waits for the next import (§4.3) instead of being archived half done.
+    workspace = tmp_path / "acme-api"
+    (workspace / ".git").mkdir(parents=True)
+    history = workspace / ".specstory" / "history"
+    history.mkdir(parents=True)
+    history.joinpath(SESSION.name).write_bytes(SESSION.read_bytes())
+    (workspace / ".dsh-chapters").mkdir()
+    (workspace / ".dsh-chapters" / "config.toml").write_text("sessionFinalAfterMinutes = 0\n")
+    env = {**os.environ, "DSH_HOME": str(tmp_path / "home"), "HOME": str(tmp_path),
+           "DSH_CHAPTERS_HARNESS_ID": "cursor-box"}
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh_chapters", "-C", str(workspace), "import", "specstory",
+         "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["turnsArchived"] == 2
+    text = "\n".join(p.read_text(encoding="utf-8")
+                     for p in sorted((workspace / ".dsh-chapters").rglob("*.md")))
+    assert "so the lookup falls back to 1." in text and "Add a changelog line" not in text
