@@ -25,9 +25,17 @@ from dsh_chapters_core.ports.transport import (
 )
 from dsh_chapters_core.remote import parse_remote
 
-from dsh_chapters_git.failures import Deadline, classify, failure
+from dsh_chapters_git.failures import (
+    BAD_GIT_DATA,
+    Deadline,
+    MirrorDamaged,
+    PoolDamaged,
+    classify,
+    failure,
+)
 from dsh_chapters_git.history import is_ancestor
 from dsh_chapters_git.mirror import Mirror, identity, move_aside, remove_tree
+from dsh_chapters_git.packs import stale_temp_files, sweep_temp_files
 from dsh_chapters_git.trees import UnsafePathError, check_path
 from dsh_chapters_git.upstream import (
     HttpPool,
@@ -68,6 +76,10 @@ class GitProvider:
         except UnsafePathError:
             raise failure(verb, FailureCode.REFUSED, "the pool holds an unsafe path") from None
         except Exception as exc:
+            if isinstance(exc, MirrorDamaged) and self._mirror is not None:
+                # §5.2: the mirror is transport. Marked, the next open moves it aside and
+                # clones again, as the failure's next step says (never a wedged mirror).
+                self._mirror.mark_damaged(str(exc))
             mapped = classify(verb, exc, self._timeout_ms)
             if mapped is None:
                 raise
@@ -122,7 +134,12 @@ class GitProvider:
         try:
             head = self._upstream.clone_into(fresh, deadline)
             if head is not None:
-                fresh.materialize(head, deadline)
+                try:
+                    fresh.materialize(head, deadline)
+                except BAD_GIT_DATA as exc:
+                    # a fresh copy of the pool: what it lacks, the pool lacks
+                    raise PoolDamaged(f"its head {head[:12].decode()} names an object it does "
+                                      f"not hold whole ({type(exc).__name__})") from exc
             fresh.close()
             if self._mirror is not None:
                 self._mirror.close()
@@ -166,7 +183,10 @@ class GitProvider:
                 mirror.set_pool_head(head)  # our own push landed; only the bookmark lagged
                 return PullResult(_hex(before), _hex(head), (), requests)
             store = mirror.repo.object_store
-            if head is None or (before is not None and not is_ancestor(store, before, head)):
+            with mirror.reads():
+                rewritten = head is None or (
+                    before is not None and not is_ancestor(store, before, head))
+            if rewritten:
                 raise failure("pull", FailureCode.DIVERGED, "the pool's history was rewritten")
             if local != before:
                 raise failure(
@@ -174,7 +194,8 @@ class GitProvider:
                     FailureCode.DIVERGED,
                     "the mirror has unpushed commits and the pool moved",
                 )
-            changed = mirror.fast_forward(before, head, deadline)
+            with mirror.reads():
+                changed = mirror.fast_forward(before, head, deadline)
             return PullResult(_hex(before), _hex(head), changed, requests,
                               unsafe_paths=mirror.unsafe_paths())
 
@@ -188,7 +209,8 @@ class GitProvider:
         with self._call("commit") as deadline:
             mirror = self._ready(deadline)
             who = identity(author or self._context.harness_id)
-            return mirror.commit(message, who, self._loose_limit)
+            with mirror.reads():
+                return mirror.commit(message, who, self._loose_limit)
 
     def push(self) -> PushResult:
         with self._call("push") as deadline:
@@ -197,7 +219,8 @@ class GitProvider:
             before = mirror.pool_head()
             if local is None or local == before:
                 return PushResult(head=_hex(before), pushed=False)
-            pushed = self._upstream.push_from(mirror, local, before, deadline)
+            with mirror.reads():  # the closure is read from the mirror
+                pushed = self._upstream.push_from(mirror, local, before, deadline)
             mirror.set_pool_head(local)
             mirror.forget_fresh()
             return PushResult(head=_hex(local), pushed=pushed)

@@ -26,8 +26,15 @@ from dulwich.pack import UnpackedObject, full_unpacked_object
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from dsh_chapters_git.failures import RELINK_HINT, AnswerCutShort, Deadline, failure
-from dsh_chapters_git.history import closure, is_ancestor, known_in
+from dsh_chapters_git.failures import (
+    BAD_GIT_DATA,
+    RELINK_HINT,
+    AnswerCutShort,
+    Deadline,
+    PoolDamaged,
+    failure,
+)
+from dsh_chapters_git.history import closure, is_ancestor, known_heads
 from dsh_chapters_git.mirror import HEAD, MAIN, Mirror
 from dsh_chapters_git.packs import copy_object_files, copy_pack, write_objects
 from dsh_chapters_git.smart_http import BudgetedPool, open_client
@@ -167,14 +174,21 @@ class LocalPool:
         return head
 
     def fetch_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
+        """Bring the pool head's closure into the mirror, children first. Only the commits the
+        mirror's refs name are taken as whole: a commit object a killed pull left without its
+        tree is fetched again with everything under it, never trusted for being there."""
         repo = self._open()
         try:
             head = self._head(repo)
-            target = mirror.repo.object_store
-            if head is not None and ObjectID(head) not in target:
-                objects = closure(repo.object_store, head, known_in([target]))
+            trusted = (mirror.pool_head(), mirror.head())
+            if head is not None and head not in trusted:
+                try:
+                    objects = closure(repo.object_store, head, known_heads(*trusted))
+                except BAD_GIT_DATA as exc:
+                    raise PoolDamaged(f"its head {head[:12].decode()} names an object it does "
+                                      f"not hold whole ({type(exc).__name__})") from exc
                 deadline.check()
-                write_objects(target, objects, self._loose_limit)
+                write_objects(mirror.repo.object_store, objects, self._loose_limit, "fetch")
             return head
         finally:
             repo.close()
@@ -190,14 +204,18 @@ class LocalPool:
                 return False
             if current != expected and (current is None or not is_ancestor(store, current, local)):
                 raise _diverged("push", "the pool moved since the last pull")
-            objects = closure(mirror.reader(), local, known_in([repo.object_store]))
+            # §3.2: the closure down to the pool's head (its ref vouches for its history), never
+            # "whatever objects the pool happens to hold": a commit a killed push left there
+            # without its tree is not whole, and the ref below must never name it so.
+            objects = closure(mirror.reader(), local, known_heads(current))
             deadline.check()
             fresh = mirror.fresh_pack
             ids = {bytes(o.id) for o in objects}
             if fresh is not None and len(objects) >= self._loose_limit and ids <= fresh.ids:
-                copy_pack(fresh, str(repo.object_store.pack_dir))  # same bytes, no re-encoding
+                # same bytes, no re-encoding; a pack lands whole (its index last)
+                copy_pack(fresh, str(repo.object_store.pack_dir), "push")
             else:
-                write_objects(repo.object_store, objects, self._loose_limit)
+                write_objects(repo.object_store, objects, self._loose_limit, "push")
             self._ensure_head_symref(repo)
             while True:
                 try:
