@@ -59,6 +59,9 @@ _DEVICE_NAMES = frozenset(
     | {f"{d}{n}" for d in ("com", "lpt") for n in "123456789"}
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A withheld-paths key (quarantine, read doors) that withholds a whole tree: the list of what
+# copy-in quarantined does not read, so no one can tell which pool files are safe to serve.
+WITHHOLD_ALL = "/"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 

@@ -28,6 +28,7 @@ from dsh_chapters_fs.home import resolve_dsh_home, user_config_path
 from dsh_chapters_fs.lock import FileWriterLock, read_generation
 from dsh_chapters_fs.search_cache import SqliteSearchCache
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
+from dsh_chapters_fs.served_tree import WITHHOLD_ALL, ServedTree
 from dsh_chapters_fs.store import STORE_DIRNAME, FsChapterStore
 from dsh_chapters_fs.storelog import StoreLog
 from dsh_chapters_fs.tree import DirectoryTree
@@ -161,16 +162,20 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     doors: list[SearchDoor] = []
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():
+        # Quarantine means never served: the mirror door never lists, tokens or reads a pool
+        # file copy-in set aside, a name no machine can hold, or a file over poolFileMaxBytes.
+        served = ServedTree(SearchTree(mirror_root), withheld_pool_paths(app),
+                            max_bytes=app.config.pool_file_max_bytes)
         doors.append(SearchDoor(
             name=DoorName.MIRROR, layout=DoorLayout.MIRROR,
-            tree=SplitTree(SearchTree(mirror_root), SearchTree(cache_dir / "mirror")),
+            tree=SplitTree(served, SearchTree(cache_dir / "mirror")),
             reader=reader, prefix=f"{MIRROR_DIRNAME}/",
             cache=SqliteSearchCache(cache_dir / "search-mirror.sqlite", passage_lines=lines)
             if cached else None,
             state=store_tree, state_path="cache/index-mirror.tokens.json",
             generation_path="cache/index-mirror.generation"))
     doors.append(SearchDoor(
-        name=DoorName.STORE, layout=DoorLayout.STORE, tree=store_tree, reader=reader,
+        name=DoorName.STORE, layout=DoorLayout.STORE, tree=ServedTree(store_tree), reader=reader,
         prefix=f"{STORE_DIRNAME}/",
         cache=SqliteSearchCache(cache_dir / "search-store.sqlite", passage_lines=lines)
         if cached else None,
@@ -207,8 +212,22 @@ def read_roots(app: App) -> tuple[ReadRoot, ...]:
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():
         roots.append(ReadRoot("mirror", MIRROR_DIRNAME, SearchTree(mirror_root),
-                              project_key=app.identity.project_key, mirror_layout=True))
+                              project_key=app.identity.project_key, mirror_layout=True,
+                              withheld=withheld_pool_paths(app)))
     return tuple(roots)
+
+
+def withheld_pool_paths(app: App) -> dict[str, str]:
+    """Pool paths copy-in quarantined, with why: never served by a read door or search. A list
+    that does not read withholds the whole mirror until the next sync writes it again."""
+    from dsh_chapters_core.sync.state import QUARANTINE_PATH, quarantine_rows
+
+    rows = quarantine_rows(app.store_tree)
+    if rows is None:
+        return {WITHHOLD_ALL: f"{STORE_DIRNAME}/{QUARANTINE_PATH} does not read; the next "
+                              "`chapters sync` writes it again"}
+    return {r.get("path", ""): r.get("reason", "") or r.get("code", "") for r in rows
+            if r.get("path")}
 
 
 # ---------------------------------------------------------------------------------------------

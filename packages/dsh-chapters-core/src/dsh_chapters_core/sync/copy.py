@@ -347,14 +347,22 @@ class PoolChapter:
     date: str
 
 
-def pool_chapters(mirror_tree: FileTree, project_key: str) -> tuple[PoolChapter, ...]:
-    """Every chapter of this project in the mirror, across machines, sorted by path."""
+def pool_chapters(mirror_tree: FileTree, project_key: str,
+                  served: Callable[[str], bool] | None = None) -> tuple[PoolChapter, ...]:
+    """Every chapter of this project in the mirror, across machines, sorted by path; with
+    `served`, only the paths it allows (quarantine means never served: a file copy-in set
+    aside is not listed, and its bytes are not read)."""
     out: list[PoolChapter] = []
     for path in sorted(mirror_tree.list(f"chapters/{project_key}/")):
         entry = to_store(path, project_key)
         if entry is None or entry.kind is not PoolFileKind.CHAPTER:
             continue
-        text = mirror_tree.read(path)
+        if served is not None and not served(path):
+            continue
+        try:
+            text = mirror_tree.read(path)
+        except (ChaptersError, OSError):
+            continue  # not a readable file (copy-in quarantines it on the next sync)
         out.append(
             PoolChapter(
                 path=path,

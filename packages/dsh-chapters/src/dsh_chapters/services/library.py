@@ -1,4 +1,8 @@
-"""The chapters of this machine's store: list them, resolve a user's reference, read one."""
+"""The chapters of this machine's store: list them, resolve a user's reference, read one.
+
+Reading goes through the read doors' one containment check (`reading.resolve`): a path names a
+document of the store or of the pool mirror (what search prints), never another file of either.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from pathlib import Path
 
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.reading import read_text, resolve
 
 from dsh_chapters.app import App
 
@@ -41,3 +46,30 @@ def resolve_chapter(app: App, ident: str, cwd: Path) -> str:
                             hint="run `chapters list` and pass a path or <session>/<NNN>")
     raise UsageError(f"{ident!r} matches {len(matches)} chapters: " + ", ".join(matches[:5]),
                      hint="add the session: `chapters show <session>/<NNN>`")
+
+
+def _as_read_path(app: App, ident: str, cwd: Path) -> str | None:
+    """`ident` as a workspace-relative path when it names a file by path (absolute, from the
+    current directory, or as search prints it: `.dsh-chapters/…`, `.dsh-knowledge/…`); None
+    for a short id (`<session>/<NNN>`, `NNN`), which `resolve_chapter` reads."""
+    workspace = app.workspace.absolute()
+    candidate = (cwd / ident).absolute()
+    if candidate.is_relative_to(workspace) and (candidate.is_file() or ident.endswith(".md")):
+        rel = candidate.relative_to(workspace).as_posix()
+        if rel.startswith((f"{app.store_dir()}/", ".dsh-knowledge/")):
+            return rel
+    if ident.startswith((f"{app.store_dir()}/", ".dsh-knowledge/")):
+        return ident
+    return None
+
+
+def read_chapter(app: App, ident: str, cwd: Path) -> tuple[str, str]:
+    """(the workspace-relative path, the text) of the chapter `ident` names: a store or mirror
+    path, as search printed it, or a short id. Either way the read is the read doors' own:
+    internal files (`config.toml`, `state/`, `.git/`, ...) and quarantined pool files are
+    refused, never read."""
+    path = _as_read_path(app, ident, cwd)
+    if path is None:
+        path = f"{app.store_dir()}/{resolve_chapter(app, ident, cwd)}"
+    found = resolve(path, app.read_roots())
+    return found.display, read_text(found)

@@ -71,6 +71,8 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
     """§2.1: a token is required for network hosts (loopback exempt, unless the provider says
     `token_always_required`), never for a local path, and never inside the URL (it would land in
     the config file and in error messages)."""
+    if token:
+        check_token_text(token)
     if always and not token:
         raise UsageError(
             f"a {remote.split('+', 1)[0]} pool always needs a token, on loopback too",
@@ -103,6 +105,19 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
         raise UsageError(
             f"http:// to {host} would send the token in clear text", hint="use an https:// URL"
         )
+
+
+def check_token_text(token: str) -> None:
+    """A token is one word of printable characters: whitespace or a control character means
+    a paste gone wrong (a newline, a second word) and would be sent as is to the pool. Refused
+    with its position and length, never its text (§2.1: a token is never echoed)."""
+    for at, ch in enumerate(token):
+        if ch.isspace() or ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0:
+            kind = "whitespace" if ch.isspace() else "a control character"
+            raise UsageError(
+                f"the token holds {kind} at character {at + 1} of {len(token)}; nothing was "
+                "linked", hint="pass the token alone, one line with no spaces (from "
+                "DSH_CHAPTERS_TOKEN or stdin: `chapters link <url> < token-file`)")
 
 
 # ---------------------------------------------------------------------------------------------
