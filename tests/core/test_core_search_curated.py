@@ -11,7 +11,7 @@ from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest
 from dsh_chapters_core.testing.fakes_search import (
     CoreFrontmatterReader,
     MemoryDerivedTree,
-    MemorySearchCache,
+    MemorySearchIndex,
     chapter_path,
     document_text,
 )
@@ -22,7 +22,7 @@ PK = "pk-1"
 def door(tree: MemoryDerivedTree, cached: bool) -> SearchDoor:
     return SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
                       reader=CoreFrontmatterReader(), prefix=".dsh-chapters/",
-                      cache=MemorySearchCache() if cached else None, state=tree,
+                      cache=MemorySearchIndex() if cached else None, state=tree,
                       state_path="cache/index-store.tokens.json")
 
 

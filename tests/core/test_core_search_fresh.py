@@ -18,7 +18,7 @@ from dsh_chapters_core.search.service import (
 from dsh_chapters_core.testing.fakes_search import (
     CoreFrontmatterReader,
     MemoryDerivedTree,
-    MemorySearchCache,
+    MemorySearchIndex,
     chapter_path,
     document_text,
 )
@@ -31,7 +31,7 @@ WORDS = ["alembic", "migration", "401", "token", "cors", "src/app.py", "GitServi
 QUERIES = ["alembic 401", "migrations", "git service", "upload retry", "cors token", "vault"]
 
 
-def svc(tree: MemoryDerivedTree, cache: MemorySearchCache | None) -> SearchService:
+def svc(tree: MemoryDerivedTree, cache: MemorySearchIndex | None) -> SearchService:
     door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
                       reader=CoreFrontmatterReader(), prefix=".dsh-chapters/", cache=cache,
                       state=tree, state_path="cache/index-store.tokens.json")
@@ -53,7 +53,7 @@ _op = st.tuples(st.sampled_from(["write", "remove"]), st.integers(1, 5),
 @given(st.lists(_op, min_size=1, max_size=10))
 def test_the_cache_after_any_writes_equals_a_full_scan(ops: list[tuple]) -> None:
     tree = MemoryDerivedTree()
-    cached = svc(tree, MemorySearchCache())
+    cached = svc(tree, MemorySearchIndex())
     for verb, n, lines, topic in ops:
         path = chapter_path(f"s{n % 3}", n, "x")
         if verb == "remove":
@@ -84,7 +84,7 @@ def test_noted_writes_are_read_without_a_walk_and_a_gap_walks() -> None:
     tree = CountingTree(files={chapter_path("s1", 1, "a"): document_text(
         title="alembic upgrade", date="2026-09-01T00:00:00Z", body="ran alembic\n")})
     door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
-                      reader=CoreFrontmatterReader(), cache=MemorySearchCache(), state=tree,
+                      reader=CoreFrontmatterReader(), cache=MemorySearchIndex(), state=tree,
                       state_path="cache/index-store.tokens.json",
                       generation_path="cache/index-store.generation",
                       notes_path="cache/index-store.written.jsonl")
@@ -117,7 +117,7 @@ def test_notes_past_their_cap_are_dropped_and_the_next_query_walks() -> None:
     generation = ["1"]
     tree = CountingTree()
     door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
-                      reader=CoreFrontmatterReader(), cache=MemorySearchCache(), state=tree,
+                      reader=CoreFrontmatterReader(), cache=MemorySearchIndex(), state=tree,
                       state_path="cache/index-store.tokens.json",
                       generation_path="cache/index-store.generation",
                       notes_path="cache/index-store.written.jsonl")
@@ -151,7 +151,7 @@ def test_a_whole_door_reports_its_progress_to_the_end() -> None:
         title=f"chapter {n}", date="2026-09-01T00:00:00Z", body=f"retry {n}\n")
         for n in range(1, 601)}
     tree = MemoryDerivedTree(files=files)
-    service = svc(tree, MemorySearchCache())
+    service = svc(tree, MemorySearchIndex())
     heard: list[tuple[str, int, int]] = []
     service.progress = lambda phase, done, total: heard.append((phase, done, total))
     service.refresh(service.doors[0])
@@ -182,7 +182,7 @@ def test_a_small_update_journals_its_tokens_and_a_big_one_writes_them_whole() ->
     written whole and the journal dropped. A torn journal line costs a re-read, never an
     answer."""
     tree = MemoryDerivedTree()
-    service = svc(tree, MemorySearchCache())
+    service = svc(tree, MemorySearchIndex())
 
     def write(n: int, word: str) -> str:
         path = chapter_path(f"s{n % 3}", n, "x")

@@ -20,7 +20,7 @@ from dsh_chapters_core.search.service import (
 from dsh_chapters_core.testing.fakes_search import (
     CoreFrontmatterReader,
     MemoryDerivedTree,
-    MemorySearchCache,
+    MemorySearchIndex,
     chapter_path,
     document_text,
 )
@@ -31,14 +31,14 @@ READER = CoreFrontmatterReader()
 PK = "pk-1"
 
 
-def store_door(tree: MemoryDerivedTree, cache: MemorySearchCache | None = None) -> SearchDoor:
+def store_door(tree: MemoryDerivedTree, cache: MemorySearchIndex | None = None) -> SearchDoor:
     return SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree, reader=READER,
                       prefix=".dsh-chapters/", cache=cache, state=tree,
                       state_path="cache/index-store.tokens.json")
 
 
 def mirror_door(tree: MemoryDerivedTree, state: MemoryDerivedTree,
-                cache: MemorySearchCache | None = None) -> SearchDoor:
+                cache: MemorySearchIndex | None = None) -> SearchDoor:
     return SearchDoor(name=DoorName.MIRROR, layout=DoorLayout.MIRROR, tree=tree, reader=READER,
                       prefix=".dsh-knowledge/", cache=cache, state=state,
                       state_path="cache/index-mirror.tokens.json")
@@ -69,7 +69,7 @@ def ask(svc: SearchService, query: str, **kw: object) -> dict:
 
 @pytest.mark.parametrize("cached", [False, True])
 def test_the_store_answers_and_names_its_door(cached: bool) -> None:
-    svc = service(store_door(store_tree(), MemorySearchCache() if cached else None))
+    svc = service(store_door(store_tree(), MemorySearchIndex() if cached else None))
     answer = ask(svc, "auth")
     assert answer["door"] == "store" and answer["status"] == "ok"
     assert [m["path"] for m in answer["matches"]] == [".dsh-chapters/s1/chapters/001-jwt.md"]
@@ -103,7 +103,7 @@ def test_topic_reads_a_whole_shard(cached: bool) -> None:
     tree = store_tree()
     tree.write(chapter_path("s1", 2, "b"), document_text(title="nothing in common",
                                                          topics=["auth"], project_key=PK))
-    svc = service(store_door(tree, MemorySearchCache() if cached else None))
+    svc = service(store_door(tree, MemorySearchIndex() if cached else None))
     svc.refresh(svc.store)
     answer = ask(svc, "", topic="Auth")
     assert [m["path"] for m in answer["matches"]] == [
@@ -139,7 +139,7 @@ def test_topic_merge_is_a_user_fact_and_search_follows_it() -> None:
     tree = store_tree()
     tree.write(chapter_path("s1", 2, "login"), document_text(
         title="login", topics=["authentication"], project_key=PK))
-    cache = MemorySearchCache()
+    cache = MemorySearchIndex()
     svc = service(store_door(tree, cache))
     assert ask(svc, "authentication")["total"] == 1
     fact = svc.merge_topics("auth", "Authentication")
@@ -170,7 +170,7 @@ def test_vocabulary_is_shadow_by_default_and_facts_when_applied() -> None:
 
 def test_a_stale_cache_follows_a_manifest_another_process_wrote() -> None:
     tree = store_tree()
-    cache = MemorySearchCache()
+    cache = MemorySearchIndex()
     svc = service(store_door(tree, cache))
     assert ask(svc, "auth")["total"] == 1
     tree.write(chapter_path("s1", 5, "new"), document_text(title="auth again", project_key=PK))
@@ -203,7 +203,7 @@ def test_cached_search_equals_a_full_scan(rows: list, queries: list, aliases: li
              for i, (a, b) in enumerate(aliases)]
     if lines:
         tree.write("edits/h2/curation.jsonl", ("\n".join(lines) + "\n").encode())
-    cached = service(store_door(tree, MemorySearchCache()))
+    cached = service(store_door(tree, MemorySearchIndex()))
     plain = service(store_door(tree))
     for words in queries:
         for cross in (False, True):
@@ -243,7 +243,7 @@ def test_the_cache_is_written_in_batches_and_follows_new_aliases() -> None:
         tree.write(chapter_path("s", n, "x"), document_text(
             title=f"auth step {n}", topics=["auth"] if n % 2 else ["login"], project_key=PK))
     small = DEFAULTS.replace(search_cache_batch_rows=2)
-    cache = MemorySearchCache()
+    cache = MemorySearchIndex()
     cached = service(store_door(tree, cache), config=small)
     plain = service(store_door(tree), config=small)
     request = SearchRequest(query="authentication", project_key=PK)

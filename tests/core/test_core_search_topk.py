@@ -1,156 +1,174 @@
-"""Reading few bodies (search.md): a body's ceiling is never below its score, and the best
-`limit` found by ceilings are exactly the head of the full ranking."""
+"""Top matches from postings (search.md "Top matches"): a term's ceiling is never below what it
+adds, and the matches handed out by the pruned top-k are exactly, in order and score, what
+scoring every document and sorting gives (`rank_entries`, the reference)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import random
 
-from dsh_chapters_core.config import DEFAULTS
-from dsh_chapters_core.ports.search import Holding
-from dsh_chapters_core.search.index import DoorLayout
+from dsh_chapters_core.config import DEFAULTS, Config
+from dsh_chapters_core.documents import DocumentKind
+from dsh_chapters_core.search import make_entry, rank_entries
+from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import (
-    BodyBound,
-    BodyStats,
     PassageRules,
-    body_profile,
-    score_body,
+    best_passage,
+    body_passages,
+    body_stats,
+    passage_score,
+    term_ceiling,
 )
-from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest, SearchService
-from dsh_chapters_core.search.terms import query_words
-from dsh_chapters_core.testing.fakes_search import (
-    CoreFrontmatterReader,
-    MemoryDerivedTree,
-    MemorySearchCache,
-    chapter_path,
-    document_text,
-)
-from hypothesis import HealthCheck, given, settings
+from dsh_chapters_core.search.scorer import LexicalWeights, body_terms, frontmatter_score
+from dsh_chapters_core.search.topk import BodyQuery, matching, top_matches
+from dsh_chapters_core.testing.fakes_search import MemorySearchIndex
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 VOCAB = ["alembic", "upgrade", "head", "GitService.repoName", "retry", "retries", "retrying",
          "src/app.py", "401", "token_refresh", "Token", "migration", "migrations", "the", "ran",
-         "HTTPServer", "kebab-case", "9.0.1", "pytest", "passed", "error"]
+         "HTTPServer", "kebab-case", "9.0.1", "pytest", "passed", "error", "→ tool Bash(",
+         "**User:**", "```", "## Turn · seq 1–2"]
 LINES = st.lists(st.lists(st.sampled_from(VOCAB), max_size=9).map(" ".join), min_size=1,
                  max_size=30)
-QUERY = st.lists(st.sampled_from(VOCAB), min_size=1, max_size=4).map(" ".join)
+QUERY = st.lists(st.sampled_from(VOCAB[:21]), min_size=1, max_size=4).map(" ".join)
 
 
 @settings(max_examples=300, deadline=None)
-@given(LINES, QUERY, st.integers(2, 12), st.integers(1, 50), st.integers(0, 50),
-       st.floats(0.5, 20.0), st.floats(0.0, 3.0), st.floats(0.0, 1.0))
-def test_the_ceiling_is_never_below_the_score(lines: list[str], query: str, size: int,
-                                              documents: int, df: int, line_words: float,
-                                              k1: float, b: float) -> None:
-    body = "\n".join(lines) + "\n"
-    words = query_words(query)
-    rules = PassageRules(k1=k1, b=b, lines=size, phrase_bonus=DEFAULTS.search_phrase_bonus,
-                         snippet_chars=DEFAULTS.search_snippet_chars)
-    stats = BodyStats(documents=documents + df, df={w.text: df for w in words},
-                      line_words=line_words)
-    bound = BodyBound.of(words, stats, rules)
-    profile = body_profile(body, size)
-    ceiling = bound.ceiling(bound.word_counts(profile))
-    match = score_body(body, 1, words, stats, rules)
-    assert ceiling + 1e-9 >= match.score
-    assert (match.anchor is None) == (ceiling == 0.0)  # a held word is a ceiling above 0
+@given(st.integers(1, 40), st.integers(1, 200), st.floats(0.1, 2000.0), st.floats(0.0, 3.0),
+       st.floats(0.0, 1.0), st.floats(0.1, 20.0))
+def test_a_terms_ceiling_is_never_below_what_it_adds(most: int, shortest: int, expected: float,
+                                                     k1: float, b: float, idf: float) -> None:
+    ceiling = term_ceiling(idf, most, shortest, k1, b, expected)
+    for tf in range(1, most + 1):
+        for length in (shortest, shortest + 1, shortest * 3):
+            score = passage_score([tf], length, [idf], k1, b, expected)
+            assert ceiling + 1e-9 >= score
 
 
-def corpus(rnd: random.Random, size: int) -> MemoryDerivedTree:
-    files = {}
-    for n in range(size):
-        body = "\n".join(" ".join(rnd.choices(VOCAB, k=rnd.randrange(1, 10)))
-                         for _ in range(rnd.randrange(1, 120))) + "\n"
-        files[chapter_path(f"s{n % 7}", n, "c")] = document_text(
-            title=" ".join(rnd.sample(VOCAB, 2)), summary=" ".join(rnd.choices(VOCAB, k=4)),
-            topics=rnd.sample(["auth", "retry", "migration", "ci"], rnd.randrange(3)),
-            date=f"2026-0{rnd.randrange(1, 10)}-1{rnd.randrange(10)}T00:00:00Z",
-            project_key=rnd.choice(["pk-1", "pk-1", "pk-2", ""]), body=body)
-    return MemoryDerivedTree(files=files)
+def entry(rnd: random.Random, n: int, vocab: list[str]) -> SearchEntry:
+    lines = [" ".join(rnd.choice(vocab) for _ in range(rnd.randint(0, 9)))
+             for _ in range(rnd.randint(1, 40))]
+    blocks = []
+    for k in range(0, len(lines), 5):  # blocks the archive's way: a label, a fenced text
+        label = rnd.choice(["**User:**", "**Assistant:**", "→ tool Bash({})", "← result Bash:"])
+        blocks.append(f"{label}\n\n```text\n" + "\n".join(lines[k:k + 5]) + "\n```")
+    if rnd.random() < 0.2:
+        blocks.insert(0, "## Turn · seq 1–9 · 2026-09-01")
+    kind = DocumentKind.RULE if rnd.random() < 0.08 else DocumentKind.CHAPTER
+    words = ["auth", "token", "retry", "migration", "alembic", "401", "deploy"]
+    return make_entry(
+        path=(f"rules/h1/{n:03d}-security-x.md" if kind is DocumentKind.RULE
+              else f"s{n % 5}/chapters/{n:03d}-x.md"),
+        kind=kind,
+        title=" ".join(rnd.sample(words, rnd.randint(0, 3))),
+        summary=" ".join(rnd.sample(words, rnd.randint(0, 2))),
+        topics=rnd.sample(words, rnd.randint(0, 2)),
+        category="security" if kind is DocumentKind.RULE else "",
+        # Equal dates happen: ties are broken by date, then path.
+        date=f"2026-09-{rnd.randint(1, 4):02d}T00:00:00Z",
+        project_key=rnd.choice(["pk1", "pk1", "pk2", ""]),
+        body="\n\n".join(blocks) + "\n" if kind is DocumentKind.CHAPTER else "",
+        body_line=9,
+    )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 10**6), st.lists(QUERY, min_size=1, max_size=4), st.integers(1, 12),
-       st.sampled_from(["pk-1", ""]))
-def test_the_bounded_head_is_the_full_ranking_head(seed: int, queries: list[str], limit: int,
-                                                   scope: str) -> None:
+def indexed(entries: list[SearchEntry], config: Config) -> MemorySearchIndex:
+    index = MemorySearchIndex(passage_lines=config.search_passage_lines)
+    index.apply(upserts=[(e, hashlib.sha256(e.body.encode()).hexdigest()) for e in entries],
+                removed=(), state={"manifest": "m"})
+    return index
+
+
+def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = "",
+        core: frozenset[str] = frozenset()) -> list[tuple[str, float, int]]:
+    words = body_terms(query, config)
+    terms = tuple(dict.fromkeys(t for t in query.casefold().split() if t.isalnum()))
+    from dsh_chapters_core.search.aliases import EMPTY_ALIASES
+
+    terms = EMPTY_ALIASES.query_terms(query)
+    stats = index.stats(words)
+    rules = PassageRules(config.search_bm25_k1, config.search_bm25_b,
+                         config.search_passage_lines, config.search_snippet_chars)
+    body = BodyQuery(index.postings(words), tuple(stats.idf(t) for t in words), stats.expected,
+                     rules, config.search_body_weight)
+    weights = LexicalWeights.of(config)
+    front = {doc: frontmatter_score(h.topic, h.title, h.summary, h.category,
+                                    config.rules_core_bonus if not core.isdisjoint(h.rule)
+                                    else 0.0, weights)
+             for doc, h in index.field_hits(terms).items()}
+    excluded = index.excluded(scope)
+    found = [(h.facts.path, h.score, h.body.passage)
+             for h in top_matches(body, front, excluded=excluded, facts=index.facts)]
+    assert matching(body, front, excluded) == len(found)
+    return found
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), QUERY, st.sampled_from([0.0, 1.0, 3.0]),
+       st.sampled_from([2, 5, 48]), st.floats(0.0, 2.0), st.floats(0.0, 1.0),
+       st.sampled_from(["", "pk1"]), st.booleans())
+def test_pruned_top_matches_equal_scoring_every_document(
+        seed: int, size: int, query: str, weight: float, lines: int, k1: float, b: float,
+        scope: str, core: bool) -> None:
     rnd = random.Random(seed)
-    tree = corpus(rnd, rnd.randrange(1, 60))
-    cache = MemorySearchCache()
-    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
-                      reader=CoreFrontmatterReader(), cache=cache, state=tree,
-                      state_path="cache/index-store.tokens.json")
-    svc = SearchService(doors=[door], config=DEFAULTS, clock_now=lambda: "2026-10-01T00:00:00Z")
-    svc.refresh(door)
-    for query in queries:
-        request = SearchRequest(query=query, project_key=scope)
-        bounded = svc.rank_door(door, request, limit=limit)
-        full = svc.rank_door(door, request)
-        assert bounded.total == full.total
-        assert [(s.entry.path, s.score, s.anchor) for s in bounded.ranked] == [
-            (s.entry.path, s.score, s.anchor) for s in full.ranked[:limit]]
+    vocab = rnd.sample(VOCAB, rnd.randint(3, len(VOCAB)))
+    entries = [entry(rnd, n, vocab) for n in range(size)]
+    config = DEFAULTS.replace(search_body_weight=weight, search_passage_lines=lines,
+                              search_bm25_k1=k1, search_bm25_b=b)
+    core_ids = frozenset(e.rule_id for e in entries if e.rule_id) if core else frozenset()
+    found = top(indexed(entries, config), query, config, scope=scope, core=core_ids)
+    reference = rank_entries(entries, query, config=config, core_rule_ids=core_ids)
+    if scope:
+        reference = tuple(s for s in reference if s.entry.project_key in (scope, ""))
+    assert [(p, s) for p, s, _ in found] == [(s.entry.path, s.score) for s in reference]
+    assert [k for _, _, k in found] == [s.body.passage for s in reference]
 
 
-
-def _indexed(files: dict[str, bytes], cache: MemorySearchCache) -> tuple[SearchService,
-                                                                        SearchDoor]:
-    """A store door over `files` with `cache`, its index built."""
-    tree = MemoryDerivedTree(files=files)
-    door = SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
-                      reader=CoreFrontmatterReader(), cache=cache, state=tree,
-                      state_path="cache/index-store.tokens.json")
-    svc = SearchService(doors=[door], config=DEFAULTS, clock_now=lambda: "2026-10-01T00:00:00Z")
-    svc.refresh(door)
-    return svc, door
-
-
-def test_a_match_holding_only_a_weaker_word_still_takes_its_place() -> None:
-    """Rounds list the holders of the strongest words first; an entry that holds only a
-    weaker one (here `migration`, held by more, but twenty times in one passage) must still
-    rank above a weak holder of the strong word (one `alembic`)."""
-    bodies = {"c": "alembic " * 5, "a": "alembic", "b": "migration " * 20,
-              **{f"d{n}": "migration" for n in range(2)},
-              **{f"f{n}": "pytest passed the ran" for n in range(20)}}
-    files = {chapter_path("s1", n, name): document_text(
-        title=f"note {name}", date=f"2026-05-{10 + n:02d}T00:00:00Z", project_key="pk-1",
-        body=body + "\n") for n, (name, body) in enumerate(sorted(bodies.items()))}
-    svc, door = _indexed(files, MemorySearchCache())
-    request = SearchRequest(query="alembic migration")
-    full = [s.entry.path for s in svc.rank_door(door, request).ranked]
-    assert [p.rsplit("-", 1)[-1] for p in full[:3]] == ["c.md", "b.md", "a.md"]
-    for limit in range(1, len(full) + 1):
-        bounded = svc.rank_door(door, request, limit=limit)
-        assert [s.entry.path for s in bounded.ranked] == full[:limit]
+def test_the_index_scores_a_body_as_the_reference_does() -> None:
+    rnd = random.Random(7)
+    entries = [entry(rnd, n, VOCAB) for n in range(30)]
+    index = indexed(entries, DEFAULTS)
+    words = body_terms("alembic retry 401", DEFAULTS)
+    stats = index.stats(words)
+    assert stats == body_stats((body_passages(e.body, DEFAULTS.search_passage_lines)
+                                for e in entries), words, documents=len(entries))
+    rules = PassageRules(DEFAULTS.search_bm25_k1, DEFAULTS.search_bm25_b,
+                         DEFAULTS.search_passage_lines, DEFAULTS.search_snippet_chars)
+    body = BodyQuery(index.postings(words), tuple(stats.idf(t) for t in words), stats.expected,
+                     rules, DEFAULTS.search_body_weight)
+    ids = index.ids(e.path for e in entries)
+    facts = index.facts(list(ids.values()))
+    for e in entries:
+        expected = best_passage(body_passages(e.body, rules.lines), words, stats, rules)
+        assert body.best(ids[e.path], facts[ids[e.path]]) == expected
 
 
-def test_a_term_of_a_word_every_body_holds_is_listed_on_its_own() -> None:
-    """`session` is in every body (so it weighs almost nothing there) and in three topics:
-    the first round lists the three topic holders, not every body, and the answer is still
-    the full ranking's head at every limit."""
-    rounds: list[Holding | None] = []
+def test_a_common_word_does_not_score_every_match() -> None:
+    # 300 chapters say `error`; 3 also say `alembic`. Asked `alembic error`, the matches
+    # holding `alembic` are certain before the rest are looked at: few are scored.
+    common = [make_entry(path=f"s{n}/chapters/001-x.md", kind=DocumentKind.CHAPTER,
+                         title="work", body=f"**User:**\n\n```text\nerror {n} in the build\n```\n",
+                         date="2026-09-01T00:00:00Z", body_line=9) for n in range(300)]
+    rare = [dataclasses.replace(e, body=e.body.replace("error", "alembic error"))
+            for e in common[:3]]
+    index = indexed([*rare, *common[3:]], DEFAULTS)
+    asked: list[int] = []
+    facts = index.facts
 
-    class Spy(MemorySearchCache):
-        def bounded(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
-            rounds.append(kwargs.get("within"))  # type: ignore[arg-type]
-            return super().bounded(*args, **kwargs)  # type: ignore[arg-type]
+    def counting(ids):  # type: ignore[no-untyped-def]
+        asked.extend(ids)
+        return facts(ids)
 
-    files = {chapter_path("s1", n, f"c{n}"): document_text(
-        title=f"note {n}", date=f"2026-05-{10 + n:02d}T00:00:00Z", project_key="pk-1",
-        topics=["session"] if n % 10 == 0 else [],
-        body=f"the session {'session ' * (n % 4)}ran\n") for n in range(30)}
-    svc, door = _indexed(files, Spy())
-    request = SearchRequest(query="session")
-    full = [s.entry.path for s in svc.rank_door(door, request).ranked]
-    assert len(full) == 30
-    for limit in (1, 3, 4, 30):
-        rounds.clear()
-        bounded = svc.rank_door(door, request, limit=limit)
-        assert [s.entry.path for s in bounded.ranked] == full[:limit]
-        if limit <= 3:  # the three topic holders: certain without listing every body
-            assert rounds and None not in rounds
-            assert all(_lists_topic_holders_only(w) for w in rounds)
-
-
-def _lists_topic_holders_only(within: Holding | None) -> bool:
-    """A round that lists only entries holding `session` in their frontmatter."""
-    parts = (within.all_of or (within,)) if within is not None else ()
-    return any(p.terms == frozenset({"session"}) and not p.words for p in parts)
+    index.facts = counting  # type: ignore[method-assign]
+    words = body_terms("alembic error", DEFAULTS)
+    stats = index.stats(words)
+    rules = PassageRules(DEFAULTS.search_bm25_k1, DEFAULTS.search_bm25_b,
+                         DEFAULTS.search_passage_lines, DEFAULTS.search_snippet_chars)
+    body = BodyQuery(index.postings(words), tuple(stats.idf(t) for t in words), stats.expected,
+                     rules, DEFAULTS.search_body_weight)
+    ranking = top_matches(body, {}, excluded=frozenset(), facts=index.facts)
+    head = [next(ranking).facts.path for _ in range(3)]
+    assert sorted(head) == sorted(e.path for e in rare)
+    assert len(asked) <= 16  # the first batch, not 300

@@ -390,6 +390,20 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=100.0,
     ),
     _s(
+        "searchQueryMaxChars",
+        2000,
+        "longest question a search reads; a longer one is cut there and the answer says so",
+        minimum=16,
+        maximum=1_000_000,
+    ),
+    _s(
+        "searchQueryMaxWords",
+        64,
+        "most distinct words a search asks for; the rest are cut and the answer says so",
+        minimum=1,
+        maximum=10_000,
+    ),
+    _s(
         "searchSnippetChars",
         160,
         "longest anchor snippet shown per match",
@@ -406,9 +420,17 @@ SETTINGS: tuple[Setting, ...] = (
     _s(
         "searchCacheBatchRows",
         2000,
-        "rows the search cache writes per transaction; bounds memory on a rebuild",
+        "documents the search index writes per transaction; bounds memory on a rebuild",
         minimum=1,
         maximum=1_000_000,
+    ),
+    _s(
+        "searchSegmentBytes",
+        8_388_608,
+        "body text the search index gathers before it writes a segment of postings; bounds "
+        "memory while a store is indexed",
+        minimum=1024,
+        maximum=1_073_741_824,
     ),
     _s(
         "vocabMinLabelChars",
@@ -595,11 +617,14 @@ class Config:
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
     search_cache_batch_rows: int = 2000
+    search_segment_bytes: int = 8_388_608
     search_body_weight: float = 3.0
     search_bm25_k1: float = 1.2
     search_bm25_b: float = 0.75
     search_passage_lines: int = 48
     search_phrase_bonus: float = 0.5
+    search_query_max_chars: int = 2000
+    search_query_max_words: int = 64
     search_snippet_chars: int = 160
     search_group_share: float = 0.5
     vocab_min_label_chars: int = 3

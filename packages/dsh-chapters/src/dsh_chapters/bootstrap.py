@@ -26,7 +26,7 @@ from dsh_chapters_fs.configfile import HARNESS_ID_PATTERN, load_config
 from dsh_chapters_fs.credentials import FileCredentialStore
 from dsh_chapters_fs.home import resolve_dsh_home, user_config_path
 from dsh_chapters_fs.lock import FileWriterLock, read_generation
-from dsh_chapters_fs.search_cache import SqliteSearchCache
+from dsh_chapters_fs.search_index import SqliteSearchIndex
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
 from dsh_chapters_fs.served_tree import WITHHOLD_ALL, ServedTree
 from dsh_chapters_fs.store import STORE_DIRNAME, FsChapterStore
@@ -158,7 +158,8 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     reader = FrontmatterReader(bodies=True)  # the body is scored and anchored (search.md)
     store_tree = SearchTree(app.store_root)
     cache_dir = app.store_root / "cache"
-    lines = app.config.search_passage_lines  # body profiles are cut at the scored size
+    lines = app.config.search_passage_lines  # long blocks are cut into passages this long
+    segment = app.config.search_segment_bytes
     doors: list[SearchDoor] = []
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():
@@ -170,15 +171,15 @@ def open_search(app: App, cached: bool = True) -> SearchService:
             name=DoorName.MIRROR, layout=DoorLayout.MIRROR,
             tree=SplitTree(served, SearchTree(cache_dir / "mirror")),
             reader=reader, prefix=f"{MIRROR_DIRNAME}/",
-            cache=SqliteSearchCache(cache_dir / "search-mirror.sqlite", passage_lines=lines)
-            if cached else None,
+            cache=SqliteSearchIndex(cache_dir / "search-mirror.sqlite", passage_lines=lines,
+                                    segment_bytes=segment) if cached else None,
             state=store_tree, state_path="cache/index-mirror.tokens.json",
             generation_path="cache/index-mirror.generation"))
     doors.append(SearchDoor(
         name=DoorName.STORE, layout=DoorLayout.STORE, tree=ServedTree(store_tree), reader=reader,
         prefix=f"{STORE_DIRNAME}/",
-        cache=SqliteSearchCache(cache_dir / "search-store.sqlite", passage_lines=lines)
-        if cached else None,
+        cache=SqliteSearchIndex(cache_dir / "search-store.sqlite", passage_lines=lines,
+                                segment_bytes=segment) if cached else None,
         state=store_tree, state_path="cache/index-store.tokens.json",
         generation_path="cache/index-store.generation",
         notes_path="cache/index-store.written.jsonl"))

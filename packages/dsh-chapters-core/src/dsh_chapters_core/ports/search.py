@@ -1,10 +1,10 @@
 """Ports of search and the two-layer index (§8, §10): reading documents one at a time, cheap
-change detection, removing derived files, path containment, and the persistent search cache.
+change detection, removing derived files, path containment, and the machine-local search index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
@@ -12,9 +12,8 @@ from typing import Protocol
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.search.entries import SearchEntry
-from dsh_chapters_core.search.passages import BodyBound, BodyStats
-from dsh_chapters_core.search.scorer import LexicalWeights
-from dsh_chapters_core.search.terms import QueryWord
+from dsh_chapters_core.search.passages import BodyStats
+from dsh_chapters_core.search.topk import DocFacts, TermPostings
 
 
 class DocumentReader(Protocol):
@@ -58,69 +57,19 @@ class ContainedTree(FileTree, Protocol):
     def contains(self, path: str) -> bool: ...
 
 
-@dataclass(frozen=True, slots=True)
-class CandidatePage:
-    """What `SearchCache.top_candidates` hands over.
+class SearchIndex(Protocol):
+    """A door's search index (`.dsh-chapters/cache/search-<door>.sqlite`): derived,
+    machine-local, kept current where documents are written.
 
-    `entries`: every matched entry that can be among the best `limit` of its scope (a
-    superset), plus every matched special entry (legacy fragment, core rule) whatever its
-    bound. `plain_total`: how many matched entries in scope are not legacy fragments.
-    """
-
-    entries: list[SearchEntry]
-    plain_total: int
-
-
-@dataclass(frozen=True, slots=True)
-class BoundedCandidates:
-    """What `SearchCache.bounded` hands over: every match in scope, as (path, ceiling) pairs
-    in descending order of ceiling (then newest, then path), and how many there are. The rows
-    are produced lazily: a caller that stops early never pays for the rest."""
-
-    total: int
-    rows: Iterator[tuple[str, float]]
-
-
-@dataclass(frozen=True, slots=True)
-class Holding:
-    """Query elements a candidate must hold one of: frontmatter terms, and body words (by
-    their index in `BodyBound.terms`). With `all_of`, a candidate must instead hold one of
-    each of those holdings (every element of a set, each by any of its terms)."""
-
-    terms: frozenset[str] = frozenset()
-    words: frozenset[int] = frozenset()
-    all_of: tuple[Holding, ...] = ()
-
-    def held(self, fields: AbstractSet[str], words: AbstractSet[int]) -> bool:
-        """Whether an entry with these frontmatter terms and body words (indices) is listed:
-        the reference the caches are tested against."""
-        if self.all_of:
-            return all(part.held(fields, words) for part in self.all_of)
-        return not self.terms.isdisjoint(fields) or not self.words.isdisjoint(words)
-
-
-@dataclass(frozen=True, slots=True)
-class DoorMaxima:
-    """What any one entry of a door can hold at most, per query element: per frontmatter
-    term the fields it occurs in anywhere (`t`opic, t`i`tle, `s`ummary, `c`ategory marks),
-    and per body term the largest m and the smallest l of any body's profile (a term no body
-    holds is absent). Bounds only: they may be looser than the door is now, never tighter."""
-
-    fields: Mapping[str, str]
-    body: Mapping[str, tuple[int, int]]
-
-
-class SearchCache(Protocol):
-    """A persistent, derived candidate index for one door (`.dsh-chapters/cache/`).
-
-    It only narrows: `candidates` returns every entry holding at least one of the terms (a
-    superset is allowed, a miss is not), and `rank_entries` scores them exactly, so the cache
-    can never change a ranking. It is keyed by the index manifest and by the alias table;
-    callers rebuild or patch it when either differs.
+    It holds each document's frontmatter fields and terms, and its body as passages: per
+    passage its line range and length, and per term the postings a query scores from
+    (search/topk.py). A query reads the postings of its own terms and the facts of the
+    documents it scores; it never reads a chapter's text. It is keyed by the index manifest
+    and the curation facts; callers rebuild or patch it when either differs.
     """
 
     def state(self) -> Mapping[str, str]:
-        """`{"manifest": key, "aliases": key, "manifestFingerprint": token}`; {} when missing."""
+        """`{"manifest": key, "curation": key, "manifestFingerprint": token}`; {} when empty."""
         ...
 
     def shas(self) -> Mapping[str, str]:
@@ -135,60 +84,42 @@ class SearchCache(Protocol):
         state: Mapping[str, str],
         reset: bool = False,
     ) -> None:
-        """Write (entry, sha256) rows, drop paths, record the new state; `reset` empties first."""
+        """Index (entry, sha256) pairs (an entry's body is cut into passages here), drop
+        paths, record the new state; `reset` empties first."""
         ...
 
-    def candidates(self, terms: Sequence[str],
-                   body_terms: Sequence[str] = ()) -> list[SearchEntry]:
-        """Every entry holding one of `terms` in a frontmatter field or one of `body_terms`
-        (code-aware terms, search/terms.py) in its body."""
+    def stats(self, terms: Sequence[str]) -> BodyStats:
+        """The door's documents, passages and passage words, and each body term's document
+        frequency."""
         ...
 
-    def body_stats(self, words: Sequence[QueryWord]) -> BodyStats:
-        """The door's body statistics for these query words (documents, df, line length)."""
+    def postings(self, terms: Sequence[str]) -> list[TermPostings | None]:
+        """Each body term's postings (None for a term no body holds)."""
         ...
 
-    def top_candidates(
-        self,
-        terms: Sequence[str],
-        *,
-        weights: LexicalWeights,
-        limit: int,
-        project_key: str = "",
-        special: frozenset[str] = frozenset(),
-    ) -> CandidatePage:
-        """Matched entries in scope (`project_key` or none; "" = every project), narrowed by
-        the lexical bound (`weights` per term and field, category once) to a superset of the
-        best `limit` non-special ones (ties by date, then path), plus all matched specials:
-        legacy fragments (whatever their project: a span is scoped by its first member, after
-        stitching) and rules whose id or path is in `special`."""
+    def field_hits(self, terms: Sequence[str]) -> Mapping[int, FieldHits]:
+        """Per document whose frontmatter holds one of these (canonical) terms: its hits."""
         ...
 
-    def bounded(
-        self,
-        terms: Sequence[str],
-        body: BodyBound | None,
-        *,
-        weights: LexicalWeights,
-        body_weight: float,
-        slack: float,
-        project_key: str = "",
-        within: Holding | None = None,
-        count: bool = True,
-    ) -> BoundedCandidates | None:
-        """Every entry in scope that holds a frontmatter term or a query word in its body, with
-        a ceiling of its score: the lexical bound (`weights`, as `top_candidates`) plus
-        `slack`, plus `body_weight` times `body.ceiling` of its body's profile. With `within`,
-        only the entries holding one of its elements are listed (their ceilings still count
-        every element), and `total` still counts every match in scope (0 without `count`: a
-        later round of the same query has it already). None when the door
-        cannot be bounded (legacy fragments are stitched before they are scored, or the
-        profiles were built for another passage size): the caller scores every candidate."""
+    def excluded(self, project_key: str) -> AbstractSet[int]:
+        """Documents a query must skip: gone since their postings were written, and, with a
+        `project_key`, those of another project (a document of none is in every scope)."""
         ...
 
-    def maxima(self, terms: Sequence[str], body: BodyBound | None) -> DoorMaxima:
-        """The door's maxima for these frontmatter terms and `body`'s terms (`DoorMaxima`),
-        for profiles cut at `body.lines`."""
+    def facts(self, ids: Sequence[int]) -> Mapping[int, DocFacts]:
+        """What scoring needs of these documents (missing ids are gone)."""
+        ...
+
+    def entries(self, ids: Sequence[int]) -> Mapping[int, SearchEntry]:
+        """These documents as entries (frontmatter fields; no body text)."""
+        ...
+
+    def ids(self, paths: Iterable[str]) -> Mapping[str, int]:
+        """The document ids of these paths (missing paths are absent)."""
+        ...
+
+    def has_legacy(self) -> bool:
+        """Whether the door holds legacy fragments (they are stitched before they rank)."""
         ...
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
@@ -200,3 +131,19 @@ class SearchCache(Protocol):
     def count(self) -> int: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FieldHits:
+    """A document's frontmatter hits for one query: how many query terms hit a topic, the
+    title and the summary, and whether one hit its category; `rule` names a rule's id and
+    path, for the per-machine core bonus."""
+
+    topic: int = 0
+    title: int = 0
+    summary: int = 0
+    category: bool = False
+    rule: tuple[str, str] = ("", "")
+
+
+NO_FIELD_HITS = FieldHits()

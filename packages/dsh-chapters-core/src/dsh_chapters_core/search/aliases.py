@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from dsh_chapters_core.curation import CurationFact, FactType
 
 _TOKEN = re.compile(r"[^\W_]+")
+# A hyphenated compound. It may start only where a word starts and its runs are possessive,
+# so finding them all is linear in the query's length (a 30,000-character query once took
+# half a minute here, retrying inside every long run).
+_COMPOUND = re.compile(r"(?<![^\W_])[^\W_]++(?:-[^\W_]++)+")
 
 
 def tokenize(text: str) -> tuple[str, ...]:
@@ -93,7 +97,7 @@ class AliasMap:
         as a label too, so `token-refresh` aliased to `jwt-refresh` finds `jwt`.
         """
         found = list(self.text_terms(query))
-        compounds = re.findall(r"[^\W_]+(?:-[^\W_]+)+", query.casefold())
+        compounds = _COMPOUND.findall(query.casefold())
         compounds.append(query)
         for compound in compounds:
             if slugify(compound) in self.lookup:

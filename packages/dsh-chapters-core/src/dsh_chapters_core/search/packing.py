@@ -26,6 +26,7 @@ from dsh_chapters_core.errors import (
 )
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.scorer import ScoredEntry
+from dsh_chapters_core.search.terms import QueryCut
 
 
 class AnswerStatus(enum.StrEnum):
@@ -62,10 +63,12 @@ class SearchAnswer:
     path_prefix: str = ""  # what makes a door-relative path workspace-relative
     searched: int = 0  # documents the door holds (in scope), for the "no-match" message
     snippets: bool = True  # anchors shown (text) and carried (JSON)
+    cut: QueryCut | None = None  # set when the question was longer than a search reads
 
     def to_json(self) -> dict[str, Any]:
-        """`{matches:[{score,date,kind,title,path,topics}], shown, total, budget, door}`."""
-        return {
+        """`{matches:[{score,date,kind,title,path,topics}], shown, total, budget, door}`,
+        and `queryCut` when the question was cut."""
+        data = {
             "matches": [match_json(m, self.path_prefix, snippets=self.snippets)
                         for m in self.matches],
             "shown": self.shown,
@@ -74,9 +77,25 @@ class SearchAnswer:
             "door": self.door,
             "status": str(self.status),
         }
+        if self.cut is not None:
+            data["queryCut"] = self.cut.to_json()
+        return data
+
+    def cut_line(self) -> str:
+        """What a long question lost, in words ("" when nothing was cut)."""
+        c = self.cut
+        if c is None:
+            return ""
+        return (f"the question was cut to what a search reads: {c.kept_chars:,} of "
+                f"{c.chars:,} characters, {c.kept_words} of {c.words} distinct words")
 
     def text(self, words: ArgumentWords = plain_argument) -> str:
         """The answer's lines; `words` names the budget argument in the caller's terms."""
+        cut = self.cut_line()
+        text = self._text(words)
+        return f"{text}\n{cut}" if cut else text
+
+    def _text(self, words: ArgumentWords) -> str:
         if self.status is AnswerStatus.EMPTY:
             return f"nothing here: the {self.door} holds no archive yet (status: empty)"
         if self.status is AnswerStatus.NO_MATCH:

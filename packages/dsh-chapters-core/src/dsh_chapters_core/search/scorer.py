@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dsh_chapters_core.config import Config
@@ -28,12 +28,16 @@ from dsh_chapters_core.search.entries import SearchEntry, date_key, entry_from_d
 from dsh_chapters_core.search.passages import (
     NO_BODY_MATCH,
     Anchor,
+    BodyMatch,
     BodyStats,
+    Passage,
     PassageRules,
+    best_passage,
+    body_passages,
     body_stats,
-    score_body,
+    cut_anchor,
 )
-from dsh_chapters_core.search.terms import QueryWord, query_words
+from dsh_chapters_core.search.terms import query_words
 
 _SECONDS_PER_DAY = 86_400.0
 
@@ -66,7 +70,8 @@ class ScoredEntry:
     core_bonus: float = 0.0
     recency: float = 0.0  # 2^(-age/half-life) against `now_hint`; reported, never ranked on
     body_score: float = 0.0  # the best passage's score, before `searchBodyWeight`
-    anchor: Anchor | None = None  # where the body matched; None for a frontmatter-only match
+    anchor: Anchor | None = None  # where the body matched, once cut from the file
+    body: BodyMatch = NO_BODY_MATCH  # the best passage (its body lines), when the body matched
 
     @property
     def sort_key(self) -> tuple[float, float, str]:
@@ -80,6 +85,42 @@ def is_core_rule(entry: SearchEntry, core_rule_ids: frozenset[str]) -> bool:
     )
 
 
+def body_terms(query: str, config: Config) -> tuple[str, ...]:
+    """The query's body terms (search/terms.py), none when the body is weighted out."""
+    if config.search_body_weight <= 0 or not query:
+        return ()
+    return tuple(next(iter(word.terms)) for word in query_words(query))
+
+
+def passage_rules(config: Config) -> PassageRules:
+    return PassageRules(config.search_bm25_k1, config.search_bm25_b,
+                        config.search_passage_lines, config.search_snippet_chars)
+
+
+def frontmatter_score(topic: float, title: int, summary: int, category: bool, core: float,
+                      weights: LexicalWeights) -> float:
+    """§8's lexical score of the frontmatter hits (`topic` may be weighted by curation), the
+    core-rule bonus included. One fixed expression, one fixed order: the same float on every
+    machine and in every engine (the index's top-k computes it with this function too)."""
+    score = topic * weights.topic + title * weights.title + summary * weights.summary
+    if category:
+        score += weights.category
+    return round(score + core, 9)
+
+
+def recency(key: float, now_hint: str, half_life_days: float) -> float:
+    """2^(-age/half-life) of a date key against `now_hint`: reported, never ranked on."""
+    now = date_key(now_hint) if now_hint else 0.0
+    if not now or not key:
+        return 0.0
+    return math.pow(2.0, -max(0.0, now - key) / (half_life_days * _SECONDS_PER_DAY))
+
+
+def total_score(front: float, body: BodyMatch, body_weight: float) -> float:
+    """A match's score: its frontmatter score plus the weighted best passage, if any."""
+    return round(front + body_weight * body.score, 9) if body.matched else front
+
+
 def rank_entries(
     entries: Iterable[SearchEntry | Document],
     query: str | Iterable[str],
@@ -91,40 +132,46 @@ def rank_entries(
     text: str = "",
     stats: BodyStats | None = None,
     facts: RankFacts = NO_RANK_FACTS,
+    bodies: Mapping[str, BodyMatch] | None = None,
 ) -> tuple[ScoredEntry, ...]:
     """Every entry that matches at least one query term, best first (total, stable order).
 
     `query` is the raw query text, or terms already canonicalized with the same `aliases`
     (then `text` is the raw query, for the body's own terms). Documents are turned into
-    entries under `aliases`; entries are taken as built. `stats` are the corpus's body
-    statistics; without them they are computed from `entries` (the whole corpus, then).
+    entries under `aliases`; entries are taken as built. `stats` are the door's body
+    statistics; without them they are computed from `entries` (the whole door, then).
+    `bodies` are the best passages as the search index found them, by path; without them an
+    entry's body text is cut into passages and scored here (the reference), and its anchor is
+    cut at once.
     """
     terms = (
         aliases.query_terms(query) if isinstance(query, str) else tuple(dict.fromkeys(query))
     )
     raw = query if isinstance(query, str) else text
     w_body = config.search_body_weight
-    words: tuple[QueryWord, ...] = query_words(raw) if w_body > 0 and raw else ()
+    words = body_terms(raw, config)
     if not terms and not words:
         return ()
-    if words and stats is None:
+    rules = passage_rules(config)
+    cut: dict[str, Sequence[Passage]] = {}
+
+    def passages_of(entry: SearchEntry) -> Sequence[Passage]:
+        found = cut.get(entry.path)
+        if found is None:
+            found = cut[entry.path] = body_passages(entry.body, rules.lines)
+        return found
+
+    if words and stats is None and bodies is None:
         entries = [e if isinstance(e, SearchEntry) else entry_from_document(e, aliases=aliases)
                    for e in entries]
-        stats = body_stats((e.body for e in entries), words)
-    rules = PassageRules(config.search_bm25_k1, config.search_bm25_b,
-                         config.search_passage_lines, config.search_phrase_bonus,
-                         config.search_snippet_chars)
+        stats = body_stats((passages_of(e) for e in entries), words)
+    weights = LexicalWeights.of(config)
     wanted = frozenset(terms)
-    w_topic = config.search_topic_weight
-    w_title = config.search_title_weight
-    w_summary = config.search_summary_weight
-    w_category = config.search_category_bonus
     w_core = config.rules_core_bonus
-    now = date_key(now_hint) if now_hint else 0.0
-    half_life = config.search_recency_half_life_days * _SECONDS_PER_DAY
+    half_life = config.search_recency_half_life_days
     out: list[ScoredEntry] = []
-    weights = facts.topic_weights
-    label_terms = {label: frozenset(aliases.label_terms(label)) for label in weights}
+    topic_weights = facts.topic_weights
+    label_terms = {label: frozenset(aliases.label_terms(label)) for label in topic_weights}
     grouped: dict[str, SearchEntry] = {}  # unmatched entries a `group` fact may lift
     for item in entries:
         entry = (
@@ -133,14 +180,19 @@ def rank_entries(
         t_topic, t_title, t_summary, t_cat = (
             entry.topic_terms, entry.title_terms, entry.summary_terms, entry.category_terms
         )
-        body = (score_body(entry.body, entry.body_line, words, stats, rules)
-                if words and stats is not None and entry.body else NO_BODY_MATCH)
+        body = NO_BODY_MATCH
+        if words:
+            if bodies is not None:
+                # A stitched span is scored by its frontmatter, as the plain scan scores it.
+                body = NO_BODY_MATCH if entry.members else bodies.get(entry.path, NO_BODY_MATCH)
+            elif entry.body and stats is not None:
+                body = best_passage(passages_of(entry), words, stats, rules)
         if (
             wanted.isdisjoint(t_topic)
             and wanted.isdisjoint(t_title)
             and wanted.isdisjoint(t_summary)
             and wanted.isdisjoint(t_cat)
-            and body.anchor is None
+            and not body.matched
         ):
             if facts.groups:
                 grouped[entry.path] = entry
@@ -157,27 +209,22 @@ def rank_entries(
             if term in t_cat:
                 category = True
         core = w_core if is_core_rule(entry, core_rule_ids) else 0.0
-        # One fixed expression, one fixed order: the same float on every machine.
-        if weights and topic:  # §10.1 topic-weight: a hit on a weighted topic scales
-            weighted = 0.0
+        topical: float = topic
+        if topic_weights and topic:  # §10.1 topic-weight: a hit on a weighted topic scales
+            topical = 0.0
             for term in terms:
                 if term in t_topic:
-                    weighted += max((weights.get(lb, 1.0) for lb in entry.topics
-                                     if term in label_terms.get(lb, ())), default=1.0)
-            score = weighted * w_topic + title * w_title + summary * w_summary
-        else:
-            score = topic * w_topic + title * w_title + summary * w_summary
-        if category:
-            score += w_category
-        score = round(score + core, 9)
-        if body.anchor is not None:
-            score = round(score + w_body * body.score, 9)
-        recency = 0.0
-        if now and entry.date_key:
-            age = max(0.0, now - entry.date_key)
-            recency = math.pow(2.0, -age / half_life)
-        out.append(ScoredEntry(score, entry, topic, title, summary, category, core, recency,
-                               body.score, body.anchor))
+                    topical += max((topic_weights.get(lb, 1.0) for lb in entry.topics
+                                    if term in label_terms.get(lb, ())), default=1.0)
+        score = total_score(frontmatter_score(topical, title, summary, category, core, weights),
+                            body, w_body)
+        anchor = None
+        if body.matched and entry.body and bodies is None:
+            anchor = cut_anchor(entry.body.split("\n"), body, words, body_line=entry.body_line,
+                                snippet_chars=rules.snippet_chars)
+        out.append(ScoredEntry(score, entry, topic, title, summary, category, core,
+                               recency(entry.date_key, now_hint, half_life), body.score, anchor,
+                               body))
     if facts.groups:
         out = _lift_groups(out, grouped, facts, config.search_group_share)
     out.sort(key=lambda s: (-s.score, -s.entry.date_key, s.entry.path))

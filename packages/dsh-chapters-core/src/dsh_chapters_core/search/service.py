@@ -11,6 +11,7 @@ without one, every document is read (the plain full scan the cache is tested aga
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
@@ -29,10 +30,10 @@ from dsh_chapters_core.curation import (
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.errors import Argument, ArgumentError, ChaptersError, NextStep, UsageError
 from dsh_chapters_core.ports.search import (
-    BoundedCandidates,
+    NO_FIELD_HITS,
     DerivedTree,
     DocumentReader,
-    SearchCache,
+    SearchIndex,
 )
 from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.search.aliases import slugify
@@ -57,11 +58,26 @@ from dsh_chapters_core.search.index import (
     update_index,
 )
 from dsh_chapters_core.search.packing import AnswerStatus, SearchAnswer, max_lines, pack_results
-from dsh_chapters_core.search.passages import BodyBound, BodyStats, PassageRules, body_stats
-from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry, rank_entries
+from dsh_chapters_core.search.passages import (
+    Anchor,
+    BodyMatch,
+    BodyStats,
+    body_passages,
+    body_stats,
+    cut_anchor,
+)
+from dsh_chapters_core.search.scorer import (
+    LexicalWeights,
+    ScoredEntry,
+    body_terms,
+    frontmatter_score,
+    passage_rules,
+    rank_entries,
+    recency,
+)
 from dsh_chapters_core.search.stitching import is_legacy_fragment, stitch_fragments
-from dsh_chapters_core.search.terms import QueryWord, query_words
-from dsh_chapters_core.search.topk import Ranking, deepening, elements, rounds
+from dsh_chapters_core.search.terms import bound_query
+from dsh_chapters_core.search.topk import BodyQuery, Ranking, matching, top_matches
 from dsh_chapters_core.search.vocabulary import (
     VOCABULARY_PATH,
     VocabularyCandidate,
@@ -100,7 +116,7 @@ class SearchDoor:
     tree: DerivedTree
     reader: DocumentReader
     prefix: str = ""
-    cache: SearchCache | None = None
+    cache: SearchIndex | None = None
     state: DerivedTree | None = None
     state_path: str = ""
     # Where the store generation this door's index was last brought current at is kept (in
@@ -228,30 +244,38 @@ class SearchService:
 
     def search(self, request: SearchRequest) -> SearchAnswer:
         """Rank in the first door that has a match; say which door answered."""
-        max_tokens = request.max_tokens or self.config.search_default_max_tokens
+        config = self.config
+        max_tokens = request.max_tokens or config.search_default_max_tokens
         if max_tokens < 1:
             raise ArgumentError(Argument.MAX_TOKENS, f"must be at least 1, got {max_tokens}",
-                                hint=f"the default is {self.config.search_default_max_tokens}")
+                                hint=f"the default is {config.search_default_max_tokens}")
         if not request.query.strip() and not request.topic.strip():
             raise UsageError("empty query", step=NextStep.PASS_QUERY_OR_TOPIC)
+        # A question is bounded before anything reads it (search.md "Long questions").
+        query, cut = bound_query(request.query, max_chars=config.search_query_max_chars,
+                                 max_words=config.search_query_max_words)
+        if cut.cut:
+            request = dataclasses.replace(request, query=query)
         core = self._core_rule_ids()
         rankings: list[DoorRanking] = []
         for door in self.doors:
-            limit = max_lines(max_tokens, self.config, door.prefix)
+            limit = max_lines(max_tokens, config, door.prefix)
             ranking = self.rank_door(door, request, core_rule_ids=core, limit=limit)
             if ranking.ranked:
-                return pack_results(ranking.ranked, max_tokens=max_tokens, config=self.config,
-                                    door=str(door.name), path_prefix=door.prefix,
-                                    total=ranking.total, snippets=request.snippets)
+                answer = pack_results(ranking.ranked, max_tokens=max_tokens, config=config,
+                                      door=str(door.name), path_prefix=door.prefix,
+                                      total=ranking.total, snippets=request.snippets)
+                return dataclasses.replace(answer, cut=cut if cut.cut else None)
             rankings.append(ranking)
         documents = sum(r.documents for r in rankings)
         first = self.doors[0] if self.doors else None
-        return pack_results(
-            (), max_tokens=max_tokens, config=self.config,
+        answer = pack_results(
+            (), max_tokens=max_tokens, config=config,
             door=str(first.name) if first else "", path_prefix=first.prefix if first else "",
             status=AnswerStatus.NO_MATCH if documents else AnswerStatus.EMPTY,
             searched=documents,
         )
+        return dataclasses.replace(answer, cut=cut if cut.cut else None)
 
     def rank_door(
         self,
@@ -261,10 +285,12 @@ class SearchService:
         core_rule_ids: frozenset[str] = frozenset(),
         limit: int | None = None,
     ) -> DoorRanking:
-        """The door's ranking: complete, or (with a cache and `limit`) its best `limit`
-        entries at least, with `total` counting every match."""
+        """The door's ranking, best first: from the index when the door has one (read lazily,
+        each match as soon as it is certain), else from every document read now (the plain
+        scan the index is tested against). `total` counts every match."""
         curation = read_curation(door.tree)
-        if door.cache is not None:
+        index = door.cache
+        if index is not None:
             self.ensure_cache(door, curation)
         aliases = curation.aliases
         query = request.query
@@ -274,140 +300,144 @@ class SearchService:
         terms = aliases.query_terms(query)
         scope = request.project_key if not request.cross_project else ""
         facts = rank_facts(curation.log.facts, aliases)
-        total: int | None = None
         # The body is read unless weighted out; a bare --topic lists a shard, no body needed.
-        words = query_words(query) if self.config.search_body_weight > 0 and not (
-            topic and query == topic) else ()
+        words = body_terms(query, self.config) if not (topic and query == topic) else ()
+        if index is not None and not topic and not facts.groups and not facts.topic_weights \
+                and not index.has_legacy():
+            return self._rank_top(door, index, terms, words, scope=scope,
+                                  core_rule_ids=core_rule_ids, snippets=request.snippets)
         stats: BodyStats | None = None
-        if topic:
-            entries: Iterable[SearchEntry] = self._topic_entries(door, topic, curation)
-        elif door.cache is not None and words:
-            stats = door.cache.body_stats(words)
-            if limit is not None:
-                bounded = self._rank_bounded(door, request, terms, words, stats, curation,
-                                             facts, scope=scope, core_rule_ids=core_rule_ids,
-                                             limit=limit)
-                if bounded is not None:
-                    return bounded
-            # No ceiling to stop at (legacy fragments, curated weights): every holder is scored.
-            body_terms = sorted({t for w in words for t in w.terms})
-            found = door.cache.candidates(terms, body_terms)
-            entries = [e for e in found if is_legacy_fragment(e)
-                       or not scope or e.project_key in (scope, "")]
-            sessions = {c.session_dir for c in entries if is_legacy_fragment(c)}
-            if sessions:
-                entries = [*[c for c in entries if not is_legacy_fragment(c)],
-                           *stitch_fragments(door.cache.fragments(sorted(sessions)))]
-        elif door.cache is not None:
-            entries, plain_total = self._cached_candidates(
-                door.cache, terms, scope=scope, core_rule_ids=core_rule_ids, limit=limit)
-            total = plain_total
+        bodies: dict[str, BodyMatch] | None = None
+        if index is not None:
+            stats = index.stats(words)
+            if topic:
+                entries: list[SearchEntry] = self._topic_entries(door, topic, curation)
+            else:  # every match is scored: curated weights, groups or legacy fragments
+                entries = self._matches(index, terms, words, stats, scope)
+            bodies = self._bodies(index, entries, words, stats)
+        elif topic:
+            entries = self._topic_entries(door, topic, curation)
         else:
-            entries = stitch_fragments(scan_entries(door, curation))
+            entries = list(stitch_fragments(scan_entries(door, curation)))
         if facts.groups and not topic:
-            entries = [*entries, *self._group_siblings(door, list(entries), facts, curation)]
+            entries = [*entries, *self._group_siblings(door, entries, facts, curation)]
         if scope:
             entries = [e for e in entries if e.project_key in (scope, "")]
         if words and stats is None:  # the plain scan or a shard: stats of the whole door
-            stats = (door.cache.body_stats(words) if door.cache is not None else
-                     body_stats((e.body for e in scan_entries(door, curation)), words))
-        ranked = rank_entries(entries, terms, config=self.config, aliases=aliases,
-                              core_rule_ids=core_rule_ids, now_hint=self.clock_now(),
-                              text=query if words else "", stats=stats, facts=facts)
-        if total is None:
-            total = len(ranked)
-        else:  # the cache counted plain matches; stitched spans are counted here
-            total += sum(1 for s in ranked if s.entry.members or is_legacy_fragment(s.entry))
+            stats = body_stats((body_passages(e.body, self.config.search_passage_lines)
+                                for e in scan_entries(door, curation)), words)
+        ranked: Sequence[ScoredEntry] = rank_entries(
+            entries, terms, config=self.config, aliases=aliases, core_rule_ids=core_rule_ids,
+            now_hint=self.clock_now(), text=query if words else "", stats=stats, facts=facts,
+            bodies=bodies)
+        total = len(ranked)
         # The count only matters when nothing matched ("no-match" vs "empty").
         documents = 0 if ranked else self._document_count(door)
+        if bodies is not None and request.snippets and words:
+            ranked = Ranking(self._anchored(door, ranked, words))
         return DoorRanking(door=door, ranked=ranked, total=total, documents=documents)
 
-    def _rank_bounded(
-        self,
-        door: SearchDoor,
-        request: SearchRequest,
-        terms: Sequence[str],
-        words: Sequence[QueryWord],
-        stats: BodyStats,
-        curation: Curation,
-        facts: RankFacts,
-        *,
-        scope: str,
-        core_rule_ids: frozenset[str],
-        limit: int,
-    ) -> DoorRanking | None:
-        """The best `limit` by ceilings (topk.py); None when the door cannot be bounded or a
-        curation fact makes a score depend on other entries (`group`) or on labels the
-        ceiling does not weigh (`topic-weight`)."""
-        cache = door.cache
-        if cache is None or facts.groups or facts.topic_weights:
-            return None
+    def _rank_top(self, door: SearchDoor, index: SearchIndex, terms: Sequence[str],
+                  words: Sequence[str], *, scope: str, core_rule_ids: frozenset[str],
+                  snippets: bool) -> DoorRanking:
+        """The index's top matches (topk.py): postings of the query's terms only, the best
+        matches scored exactly and handed out as they are certain."""
         config = self.config
-        rules = PassageRules(config.search_bm25_k1, config.search_bm25_b,
-                             config.search_passage_lines, config.search_phrase_bonus,
-                             config.search_snippet_chars)
-        bound = BodyBound.of(words, stats, rules)
+        stats = index.stats(words)
+        body = BodyQuery(index.postings(words), tuple(stats.idf(t) for t in words),
+                         stats.expected, passage_rules(config), config.search_body_weight)
         weights = LexicalWeights.of(config)
-        slack = config.rules_core_bonus if core_rule_ids else 0.0
-        maxima = cache.maxima(terms, bound)
-        order = elements(terms, bound, maxima, weights, config.search_body_weight)
-        plan = rounds(order, bound, weights, config.search_body_weight, slack)
-
-        def listed(i: int, *, count: bool = False) -> BoundedCandidates | None:
-            return cache.bounded(terms, bound, weights=weights,
-                                 body_weight=config.search_body_weight, slack=slack,
-                                 project_key=scope, within=plan[i][0], count=count)
-
-        found = listed(0, count=True)
-        if found is None:
-            return None
-        # The first round's listing is read once: it also counted every match (`total`).
-        first: Iterator[tuple[str, float]] | None = found.rows
+        core_bonus = config.rules_core_bonus
+        hits = index.field_hits(terms)
+        front = {doc: frontmatter_score(
+            h.topic, h.title, h.summary, h.category,
+            core_bonus if core_rule_ids and not core_rule_ids.isdisjoint(h.rule) else 0.0,
+            weights) for doc, h in hits.items()}
+        excluded = index.excluded(scope)
+        total = matching(body, front, excluded)
+        found = top_matches(body, front, excluded=excluded, facts=index.facts)
         now = self.clock_now()
+        half_life = config.search_recency_half_life_days
 
-        def score(entries: Sequence[SearchEntry]) -> Sequence[ScoredEntry]:
-            return rank_entries(entries, terms, config=config, aliases=curation.aliases,
-                                core_rule_ids=core_rule_ids, now_hint=now,
-                                text=request.query, stats=stats, facts=facts)
+        def scored() -> Iterator[ScoredEntry]:
+            for hit in found:
+                entry = index.entries([hit.doc]).get(hit.doc)
+                if entry is None:
+                    continue
+                h = hits.get(hit.doc, NO_FIELD_HITS)
+                core = core_bonus if core_rule_ids and not core_rule_ids.isdisjoint(
+                    h.rule) else 0.0
+                yield ScoredEntry(hit.score, entry, h.topic, h.title, h.summary, h.category,
+                                  core, recency(entry.date_key, now, half_life),
+                                  hit.body.score, None, hit.body)
 
-        def rows(i: int) -> Iterator[tuple[str, float]]:
-            nonlocal first
-            if first is not None and i == 0:
-                taken, first = first, None
-                return taken
-            again = listed(i)
-            return again.rows if again is not None else iter(())
+        items: Iterator[ScoredEntry] = scored()
+        if snippets and words:
+            items = self._anchored(door, items, words)
+        ranked = Ranking(items)
+        documents = 0 if ranked else index.count()
+        return DoorRanking(door=door, ranked=ranked, total=total, documents=documents)
 
-        ranked = Ranking(deepening([floor for _, floor in plan], rows, limit=limit,
-                                   load=cache.by_paths, score=score))
-        documents = 0 if ranked else self._document_count(door)
-        return DoorRanking(door=door, ranked=ranked, total=found.total, documents=documents)
-
-    def _cached_candidates(
-        self,
-        cache: SearchCache,
-        terms: Sequence[str],
-        *,
-        scope: str,
-        core_rule_ids: frozenset[str],
-        limit: int | None,
-    ) -> tuple[list[SearchEntry], int]:
-        """Candidates from the cache, and how many plain (non-legacy) entries matched."""
-        if limit is None:
-            # Legacy fragments are scoped after stitching (a span takes its first member's).
-            found = [e for e in cache.candidates(terms) if is_legacy_fragment(e)
-                     or not scope or e.project_key in (scope, "")]
-            plain_total = sum(1 for e in found if not is_legacy_fragment(e))
-        else:
-            page = cache.top_candidates(terms, weights=LexicalWeights.of(self.config),
-                                        limit=limit, project_key=scope, special=core_rule_ids)
-            found, plain_total = page.entries, page.plain_total
-        sessions = {c.session_dir for c in found if is_legacy_fragment(c)}
-        plain = [c for c in found if not is_legacy_fragment(c)]
+    def _matches(self, index: SearchIndex, terms: Sequence[str], words: Sequence[str],
+                 stats: BodyStats, scope: str) -> list[SearchEntry]:
+        """Every matching entry of the door (legacy fragments with their session's siblings,
+        stitched; scoped after stitching, as a span takes its first member's project)."""
+        body = BodyQuery(index.postings(words), tuple(stats.idf(t) for t in words),
+                         stats.expected, passage_rules(self.config),
+                         self.config.search_body_weight)
+        ids: set[int] = set(index.field_hits(terms))
+        for p in body.postings:
+            if p is not None:
+                ids.update(p.docs)
+        ids -= index.excluded("")
+        found = list(index.entries(sorted(ids)).values())
+        entries = [e for e in found if is_legacy_fragment(e)
+                   or not scope or e.project_key in (scope, "")]
+        sessions = {c.session_dir for c in entries if is_legacy_fragment(c)}
         if not sessions:
-            return plain, plain_total
-        # A stitched entry is a function of its session's fragments: fetch the siblings.
-        return [*plain, *stitch_fragments(cache.fragments(sorted(sessions)))], plain_total
+            return entries
+        return [*[c for c in entries if not is_legacy_fragment(c)],
+                *stitch_fragments(index.fragments(sorted(sessions)))]
+
+    def _bodies(self, index: SearchIndex, entries: Sequence[SearchEntry],
+                words: Sequence[str], stats: BodyStats) -> dict[str, BodyMatch]:
+        """The best passage of each entry, from the index."""
+        if not words or self.config.search_body_weight <= 0:
+            return {}
+        body = BodyQuery(index.postings(words), tuple(stats.idf(t) for t in words),
+                         stats.expected, passage_rules(self.config),
+                         self.config.search_body_weight)
+        ids = index.ids(e.path for e in entries)
+        known = index.facts(list(ids.values()))
+        out: dict[str, BodyMatch] = {}
+        for path, doc in ids.items():
+            info = known.get(doc)
+            if info is not None:
+                out[path] = body.best(doc, info)
+        return out
+
+    def _anchored(self, door: SearchDoor, items: Iterable[ScoredEntry],
+                  words: Sequence[str]) -> Iterator[ScoredEntry]:
+        """Each match with its anchor, cut from its chapter file as it is handed out: the
+        only time a query reads a chapter, and only for what an answer shows."""
+        snippet_chars = self.config.search_snippet_chars
+        for item in items:
+            if item.anchor is None and item.body.matched:
+                item = dataclasses.replace(item, anchor=self._cut(door, item, words,
+                                                                  snippet_chars))
+            yield item
+
+    @staticmethod
+    def _cut(door: SearchDoor, item: ScoredEntry, words: Sequence[str],
+             snippet_chars: int) -> Anchor | None:
+        entry = item.entry
+        try:
+            text = door.tree.read(entry.path).decode("utf-8", errors="replace")
+        except (OSError, ChaptersError):
+            return None  # gone since it was indexed: the match stands, without a snippet
+        lines = text.split("\n")[max(entry.body_line - 1, 0):]
+        return cut_anchor(lines, item.body, words, body_line=entry.body_line,
+                          snippet_chars=snippet_chars)
 
     def _topic_entries(self, door: SearchDoor, topic: str, curation: Curation) -> list[SearchEntry]:
         """§8.1: `topic` reads a whole shard."""

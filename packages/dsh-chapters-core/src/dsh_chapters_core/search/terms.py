@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 # A word: alphanumeric runs joined by one of `._-/:` (never ending on a joint).
 _WORD = re.compile(r"[^\W_]+(?:[._\-/:][^\W_]+)*")
@@ -26,6 +28,8 @@ _JOINT = re.compile(r"[._\-/:]")
 _HUMP = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+[a-z]*")
 _PLURAL_CAPS = re.compile(r"^[A-Z]{2,}s$")
 _NUMERIC = re.compile(r"^[0-9][0-9.]*$")
+# The longest part of a word split at camelCase humps; longer ones stay whole (see `_humps`).
+HUMP_MAX_CHARS = 64
 
 # Function words a question is typed with; they carry no evidence of where the answer is.
 # Only the query drops them (the body keeps every word, so phrases stay adjacent).
@@ -75,6 +79,8 @@ def _undouble(base: str) -> str:
 def word_terms(word: str) -> tuple[str, ...]:
     """The terms of one word: whole (case-folded, stemmed when it is one plain word), then its
     stemmed parts. `GitService.repoName` -> gitservice.reponame, git, service, repo, name."""
+    if word.isascii() and word.isalpha() and word[1:].islower():
+        return (stem(word.lower()),)  # a plain word, or one with a capital: no hump, no joint
     whole = word.casefold()
     if _NUMERIC.match(whole):
         return (whole,)  # `503`, `9.0.1`: a number is one term
@@ -90,8 +96,11 @@ def word_terms(word: str) -> tuple[str, ...]:
 
 
 def _humps(chunk: str) -> list[str]:
-    if _PLURAL_CAPS.match(chunk):
-        return [chunk]  # `PRs`, `URLs`: an acronym's plural, one word
+    if _PLURAL_CAPS.match(chunk) or len(chunk) > HUMP_MAX_CHARS:
+        # `PRs`, `URLs`: an acronym's plural, one word. A chunk longer than any identifier
+        # (a hash, a base64 run) is one word too: the all-caps hump backtracks on a long run,
+        # so splitting one would cost time quadratic in its length.
+        return [chunk]
     return _HUMP.findall(chunk) or [chunk]
 
 
@@ -130,3 +139,102 @@ def query_words(query: str) -> tuple[QueryWord, ...]:
             if name not in STOPWORDS:
                 found.setdefault(item.terms, item)
     return tuple((found or allwords).values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting a body's terms fast (the index reads every chapter as it is written).
+#
+# `words` above is the definition; this is the same count in C-speed steps: every ASCII byte
+# that is neither a letter, a digit nor a joint becomes a space, the bytes are split at spaces
+# and counted, and only each distinct token goes through the regular expression (a token
+# holding a non-ASCII byte, a doubled or hanging joint, is cut into its words there). A word
+# never spans an ASCII byte that is not part of a word, so the words are exactly `words`'.
+
+_WORD_BYTES = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:"
+_TOKEN_TABLE = bytes(i if i >= 128 or i in _WORD_BYTES else 32 for i in range(256))
+_ASCII_WORD = re.compile(rb"[A-Za-z0-9]+(?:[._\-/:][A-Za-z0-9]+)*")
+# Distinct tokens remembered across bodies (a corpus repeats most of its spellings); the memo
+# is dropped whole when it grows past this many, so a long import stays bounded in memory.
+_TOKEN_MEMO_MAX = 1 << 20
+_token_memo: dict[bytes, tuple[str, ...]] = {}
+_token_words: dict[bytes, int] = {}
+
+
+def _token_terms(token: bytes) -> tuple[tuple[str, ...], int]:
+    """The terms of one raw token (every term of every word in it, a word's terms once each)
+    and how many words it holds."""
+    if token.isascii():
+        found = ([token.decode("ascii")] if _ASCII_WORD.fullmatch(token)
+                 else [w.decode("ascii") for w in _ASCII_WORD.findall(token)])
+    else:
+        found = _WORD.findall(token.decode("utf-8", errors="replace"))
+    out: list[str] = []
+    for word in found:
+        out.extend(word_terms(word))
+    return tuple(out), len(found)
+
+
+def count_terms(text: bytes) -> tuple[int, Counter[str]]:
+    """(words, term frequencies) of a piece of UTF-8 text: a term's frequency is how many of
+    its words hold the term (`token_refresh` counts once for `token`, once for `refresh`)."""
+    tokens = text.translate(_TOKEN_TABLE).split()
+    memo, sizes = _token_memo, _token_words
+    fresh = set(tokens).difference(memo)
+    if fresh:
+        if len(memo) + len(fresh) > _TOKEN_MEMO_MAX:
+            memo.clear()
+            sizes.clear()
+            fresh = set(tokens)
+        for token in fresh:
+            memo[token], sizes[token] = _token_terms(token)
+    return (sum(map(sizes.__getitem__, tokens)),
+            Counter(chain.from_iterable(map(memo.__getitem__, tokens))))
+
+
+# ---------------------------------------------------------------------------------------------
+# A question's size is bounded (search.md "Long questions").
+
+
+@dataclass(frozen=True, slots=True)
+class QueryCut:
+    """How a question was cut to the bound: its characters and distinct words, before and
+    after. `cut` is False when it was within the bound."""
+
+    chars: int
+    kept_chars: int
+    words: int
+    kept_words: int
+
+    @property
+    def cut(self) -> bool:
+        return self.kept_chars < self.chars or self.kept_words < self.words
+
+    def to_json(self) -> dict[str, int]:
+        return {"chars": self.chars, "keptChars": self.kept_chars, "words": self.words,
+                "keptWords": self.kept_words}
+
+
+def bound_query(query: str, *, max_chars: int, max_words: int) -> tuple[str, QueryCut]:
+    """The question as searched: its first `max_chars` characters (cut at the last space
+    before the bound, when there is one), then its first `max_words` distinct words. Linear in
+    the question's length: one pass of a regular expression that cannot backtrack."""
+    chars = len(query)
+    text = query
+    if chars > max_chars:
+        head = query[:max_chars]
+        space = head.rfind(" ")
+        text = head[:space] if space > max_chars // 2 else head
+    found = query_words(text)
+    if len(found) <= max_words:
+        return text, QueryCut(chars, len(text), len(found), len(found))
+    # Cut after the word that brings the count to the bound (words are in typed order).
+    kept: set[frozenset[str]] = set()
+    end = 0
+    for offset, word in words(text):
+        terms = {item.terms for item in query_words(word)}
+        if len(kept | terms) > max_words:
+            break
+        kept |= terms
+        end = offset + len(word)
+    text = text[:end]
+    return text, QueryCut(chars, len(text), len(found), len(query_words(text)))

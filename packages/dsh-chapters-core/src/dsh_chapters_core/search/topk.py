@@ -1,236 +1,257 @@
-"""The best matches without scoring every body (search.md "Reading few bodies").
+"""The best matches from the index's postings alone (search.md "Top matches").
 
-Scoring a body means reading it line by line; a common word is held by most of a corpus. So
-the cache hands over every match with a ceiling of its score (frontmatter hits exactly, the
-body by its profile: passages.BodyBound), best ceiling first, and the matches are scored
-exactly, a batch at a time. A scored match is *certain* once its exact score is above the
-next ceiling: nothing further down can reach it, so it is the next entry of the ranking.
+Every query term has postings: the documents whose body holds it, each with the most words
+holding it in one passage (m) and the fewest words of a passage holding it (l), and per
+(document, passage) the term's frequency. A document's body scores at most
+Σ idf·sat(m, l) over the terms it holds, times the share it holds (`passages.term_ceiling`),
+so its *ceiling* is known without scoring it, and its exact score needs only its own rows of
+each term's postings and its passages' lengths. No chapter is read.
+
+MaxScore (Turtle & Flood, 1995) over those: the terms are taken strongest first (the largest
+most-any-passage-can-add, usually the rarest). Only the documents holding a term taken so far
+(and those whose frontmatter matched) are candidates; a document holding none of them can
+score at most what the other terms can add together, so once a match scores above that, the
+weak terms' long lists are never walked, only looked up for the candidates. Candidates are
+scored exactly, best ceiling first, and a scored match is *certain* once it scores above every
+ceiling left and above what a document outside the candidates can reach: it is the next
+entry of the ranking, exactly as scoring every match and sorting would place it (a property
+test holds it to `rank_entries` over random corpora).
 
 The ranking is handed out lazily (`Ranking`): an answer packs lines best first until its
-token budget is full, so a 400-token answer that shows four lines certifies four entries,
-not the most any budget could show. What is handed out is exactly the head of
-`rank_entries` over every match (the same scorer decides; the ceiling only says where to
-stop).
+token budget is full, so a 400-token answer that shows four lines certifies four matches.
 """
 
 from __future__ import annotations
 
 import bisect
-import dataclasses
+import heapq
 import math
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from itertools import islice
 from typing import overload
 
-from dsh_chapters_core.ports.search import DoorMaxima, Holding
-from dsh_chapters_core.search.entries import SearchEntry
-from dsh_chapters_core.search.passages import BodyBound
-from dsh_chapters_core.search.scorer import LexicalWeights, ScoredEntry
+from dsh_chapters_core.search.passages import (
+    NO_BODY_MATCH,
+    BodyMatch,
+    PassageRules,
+    passage_score,
+    term_ceiling,
+)
+from dsh_chapters_core.search.scorer import ScoredEntry, total_score
 
-# A ceiling is computed in another engine's floating point: a margin far above rounding noise
-# and far below any score difference the scorer can make (scores are rounded to 9 digits).
+# A ceiling is compared with exact scores that were rounded to 9 digits: a margin far above
+# that rounding and far below any score difference the scorer can make.
 CEILING_MARGIN = 1e-6
-# Bodies read per round: the first round is what a clear answer needs; a flat one (many
-# near-equal scores) reads more per round, so the per-round cost of a lookup stays small.
+# Documents scored per batch: the first batch is what a clear answer needs; a flat one (many
+# near-equal ceilings) scores more per batch, so the cost of a lookup stays small.
 FIRST_BATCH = 8
 MAX_BATCH = 256
 
 
-def certified(
-    ceilings: Iterator[tuple[str, float]],
-    *,
-    limit: int,
-    load: Callable[[Sequence[str]], Iterable[SearchEntry]],
-    score: Callable[[Sequence[SearchEntry]], Sequence[ScoredEntry]],
-    floor: float | None = None,
-) -> Generator[ScoredEntry, None, float | None]:
-    """The matches in exact rank order, at most `limit`, each yielded as soon as it is certain.
-    `ceilings` are (path, ceiling) pairs, best ceiling first. With `floor`, matches that are
-    not listed may exist, each scoring at most `floor`: nothing at or below it is certain, and
-    the generator returns the best score it could not certify (None when it had none)."""
-    batch = FIRST_BATCH
-    waiting: list[ScoredEntry] = []  # scored, not yet certain; kept in rank order
-    ahead: list[tuple[str, float]] = []  # the next ceilings, read but not scored
-    given = 0
-    while given < limit:
-        if not ahead:
-            ahead = list(islice(ceilings, batch))
-        bar = max(ahead[0][1] if ahead else -math.inf,
-                  floor if floor is not None else -math.inf)
-        while waiting and given < limit and waiting[0].score > bar + CEILING_MARGIN:
-            yield waiting.pop(0)
-            given += 1
-        if given >= limit:
-            return None
-        if not ahead or (floor is not None and ahead[0][1] <= floor + CEILING_MARGIN):
-            # Nothing left here can rise above the floor: reading on would certify nothing.
-            return waiting[0].score if waiting else None
-        paths = [p for p, _ in ahead]
-        ahead = []
-        for item in score(list(load(paths))):
-            bisect.insort(waiting, item, key=lambda s: s.sort_key)
-        batch = min(batch * 2, MAX_BATCH)
-    return None
+@dataclass(frozen=True, slots=True)
+class TermPostings:
+    """One body term's postings over a door: a row per (document, passage) that holds it, in
+    document order, then passage order. Per row: the document's id, the passage's index in its
+    document, the term's frequency there and the passage's words. `most` and `shortest` bound
+    every row: no passage holds the term more often, none that holds it is shorter."""
+
+    docs: Sequence[int]
+    passage: Sequence[int]
+    tf: Sequence[int]
+    length: Sequence[int]
+    most: int
+    shortest: int
+
+    def rows(self, doc: int) -> range:
+        """The rows of `doc` (empty when it does not hold the term)."""
+        return range(bisect.bisect_left(self.docs, doc), bisect.bisect_right(self.docs, doc))
 
 
 @dataclass(frozen=True, slots=True)
-class Element:
-    """What one query word can give a match: its frontmatter `terms` and its body `word` (the
-    index in `BodyBound.terms`, -1 for none), and the most they add to a ceiling in this door
-    (`fields` from the frontmatter, `body` from the body's BM25 term, before its weight)."""
+class DocFacts:
+    """What ordering and anchors need of one document: its path and date key, and per passage
+    its first body line (0-based) and its line count."""
 
-    fields: float
-    body: float
-    terms: frozenset[str] = frozenset()
-    word: int = -1
-    category: bool = False  # one of `terms` is some entry's category
-
-    def bound(self, body_weight: float) -> float:
-        return self.fields + body_weight * self.body
+    path: str
+    date_key: float
+    firsts: Sequence[int]
+    spans: Sequence[int]
 
 
-def elements(terms: Sequence[str], body: BodyBound | None, maxima: DoorMaxima,
-             weights: LexicalWeights, body_weight: float) -> tuple[Element, ...]:
-    """The query's elements that some entry holds, largest bound first (then a fixed order).
-    A frontmatter term goes with the body word it is a term of (a word is rare or common in
-    both places alike), unless the word weighs less in any body than the term in the
-    frontmatter: a word every body holds (`session` of `render_session_config`) would make
-    the term's holders everyone's, so the term stands alone and is listed by itself. A body
-    word's bound is its BM25 term at the largest m and the smallest l its terms reach in any
-    body. Any grouping gives the same answer; this one only decides what a round lists."""
-    words = range(len(body.terms)) if body is not None else range(0)
-    word_bound: dict[int, float] = {}
-    if body is not None:
-        for key in words:
-            found = [maxima.body[t] for t in body.terms[key] if t in maxima.body]
-            word_bound[key] = body.word_ceiling(key, sum(m for m, _ in found), min(
-                length for _, length in found)) if found else 0.0
-    fields: dict[int, list[str]] = {}
-    for term in dict.fromkeys(terms):
-        marks = maxima.fields.get(term)
-        if not marks:
-            continue  # no entry holds it: it matches nothing
-        word = next((i for i, ts in enumerate(body.terms) if term in ts), -1) if body else -1
-        if word >= 0 and body_weight * word_bound[word] < _weight(marks, weights):
-            word = -1
-        fields.setdefault(word if word >= 0 else -1 - len(fields), []).append(term)
-    out: list[Element] = []
-    for key in sorted({*fields, *words}):
-        held = fields.get(key, [])
-        lexical = sum(_weight(maxima.fields[t], weights, category=False) for t in held)
-        category = any("c" in maxima.fields[t] for t in held)
-        ceiling = word_bound.get(key, 0.0)
-        if held or ceiling > 0:
-            out.append(Element(lexical, ceiling, frozenset(held),
-                               key if key >= 0 and ceiling > 0 else -1, category))
-    return tuple(sorted(out, key=lambda e: (-e.bound(body_weight), sorted(e.terms), e.word)))
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """An exactly scored match: its document, score, frontmatter part and best passage."""
+
+    doc: int
+    score: float
+    front: float
+    body: BodyMatch
+    facts: DocFacts
+
+    @property
+    def sort_key(self) -> tuple[float, float, str]:
+        return (-self.score, -self.facts.date_key, self.facts.path)
 
 
-def _weight(marks: str, weights: LexicalWeights, *, category: bool = True) -> float:
-    """The most a frontmatter term held in the fields `marks` names adds to a score."""
-    return (weights.topic * ("t" in marks) + weights.title * ("i" in marks)
-            + weights.summary * ("s" in marks) + (weights.category * ("c" in marks)
-                                                  if category else 0.0))
+@dataclass(frozen=True, slots=True)
+class BodyQuery:
+    """A query's body side over one door: per term its postings (None when no body holds it)
+    and inverse document frequency, the door's average passage length, and the rules."""
+
+    postings: Sequence[TermPostings | None]
+    idf: Sequence[float]
+    expected: float
+    rules: PassageRules
+    weight: float
+
+    @property
+    def size(self) -> int:
+        return len(self.idf)
+
+    def upper(self, i: int) -> float:
+        """The most term i adds to any passage of the door (its largest m, smallest l)."""
+        p = self.postings[i]
+        if p is None or not p.docs:
+            return 0.0
+        return term_ceiling(self.idf[i], p.most, p.shortest, self.rules.k1, self.rules.b,
+                            self.expected)
+
+    def best(self, doc: int, facts: DocFacts) -> BodyMatch:
+        """The document's best passage, from its rows of each term's postings (the first of
+        equal scores, as `passages.best_passage` picks it)."""
+        q = self.size
+        per: dict[int, list[int]] = {}
+        lengths: dict[int, int] = {}
+        for i, p in enumerate(self.postings):
+            if p is None:
+                continue
+            for row in p.rows(doc):
+                at = p.passage[row]
+                tfs = per.get(at)
+                if tfs is None:
+                    tfs = per[at] = [0] * q
+                    lengths[at] = p.length[row]
+                tfs[i] = p.tf[row]
+        if not per:
+            return NO_BODY_MATCH
+        k1, b, expected, idf = self.rules.k1, self.rules.b, self.expected, self.idf
+        best, at = -1.0, -1
+        for index in sorted(per):
+            score = passage_score(per[index], lengths[index], idf, k1, b, expected)
+            if score > best:
+                best, at = score, index
+        return BodyMatch(round(best, 9), at, facts.firsts[at], facts.spans[at])
 
 
-def rest_bound(rest: Sequence[Element], body: BodyBound | None, weights: LexicalWeights,
-               body_weight: float, slack: float) -> float:
-    """The highest ceiling of an entry that holds only elements of `rest` (the cache's
-    ceiling expression, each part at its largest)."""
-    total = slack + sum(e.fields for e in rest)
-    if any(e.category for e in rest):
-        total += weights.category
-    if body is not None:
-        total += body_weight * body.held_ceiling((e.word, e.body) for e in rest if e.word >= 0)
-    return total
+def matching(body: BodyQuery, front: Mapping[int, float], excluded: AbstractSet[int]) -> int:
+    """How many documents match: their body holds a term or their frontmatter matched."""
+    found: set[int] = set(front)
+    for p in body.postings:
+        if p is not None:
+            found.update(p.docs)
+    return len(found - excluded) if excluded else len(found)
 
 
-def rounds(order: Sequence[Element], body: BodyBound | None, weights: LexicalWeights,
-           body_weight: float, slack: float) -> list[tuple[Holding | None, float | None]]:
-    """What each round lists and the most an entry it leaves out can score (MaxScore, search.md
-    "Reading few bodies"); the last lists every match and leaves nothing out (None).
-
-    First the holders of *every* one of the strongest elements: the query's words together
-    are what the coordination factor and the phrase bonus reward, so an entry missing one of
-    them scores at most the bound of the others, and the few entries holding them all are
-    often certain at once. Each such round drops the weakest element; it is kept when that
-    lowers its floor, to no more than halfway from round 1's floor to the most any entry
-    can score. Then the holders of *any* of the first k elements, k = 1, 2, ..."""
-    def holding(elements_: Sequence[Element]) -> Holding:
-        return Holding(terms=frozenset(t for e in elements_ for t in e.terms),
-                       words=frozenset(e.word for e in elements_ if e.word >= 0))
-
-    def bound(rest: Sequence[Element]) -> float:
-        return rest_bound(rest, body, weights, body_weight, slack)
-
-    out: list[tuple[Holding | None, float | None]] = []
-    # Kept only when its floor is nearer round 1's than the best any entry can score: a set
-    # with a weak element leaves out entries scoring nearly that best, and certifies nothing.
-    worth = (bound(order[1:]) + bound(order)) / 2 if order else -math.inf
-    last = math.inf
-    for j in range(len(order), 1, -1):
-        floor = max(bound([*order[:i], *order[i + 1:]]) for i in range(j))
-        if floor < last - CEILING_MARGIN and floor <= worth:
-            out.append((Holding(all_of=tuple(holding([e]) for e in order[:j])), floor))
-            last = floor
-    out += [(holding(order[:k]), bound(order[k:])) for k in range(1, len(order))]
-    out.append((None, None))
-    return out
-
-
-def deepening(
-    floors: Sequence[float | None],
-    rows: Callable[[int], Iterator[tuple[str, float]]],
+def top_matches(
+    body: BodyQuery,
+    front: Mapping[int, float],
     *,
-    limit: int,
-    load: Callable[[Sequence[str]], Iterable[SearchEntry]],
-    score: Callable[[Sequence[SearchEntry]], Sequence[ScoredEntry]],
-) -> Iterator[ScoredEntry]:
-    """The ranking's head by rounds (`rounds`): round i lists `rows(i)`, and an entry it
-    leaves out scores at most `floors[i]`, so what scores above that is certain after reading
-    few rows. When a round stalls, the next ones whose floor is not below the best score
-    still waiting are skipped; the last round (floor None) lists every match. Scores are kept
-    across rounds, and a round re-certifies what earlier ones gave (the order is total)."""
-    known: dict[str, ScoredEntry | None] = {}
+    excluded: AbstractSet[int],
+    facts: Callable[[Sequence[int]], Mapping[int, DocFacts]],
+) -> Iterator[Hit]:
+    """Every match in exact rank order (score, then newest, then path), each handed out as
+    soon as it is certain (see the module). `front` holds the frontmatter score of every
+    document whose frontmatter matched, core-rule bonus included; `excluded` are documents
+    out of scope or gone; `facts` reads what scoring needs of a batch of documents."""
+    q = body.size if body.weight > 0 else 0
+    w = body.weight
+    upper = [body.upper(i) for i in range(q)]
+    # Strongest first; a term no body holds adds nothing and is left out.
+    order = [i for i in sorted(range(q), key=lambda i: (-upper[i], i)) if upper[i] > 0]
+    rules, expected, idf = body.rules, body.expected, body.idf
+    taken = 0  # how many of `order` are walked (their holders are candidates)
+    sums: dict[int, float] = {}  # per candidate: Σ ceiling of the walked terms it holds
+    held: dict[int, int] = {}  # per candidate: how many walked terms it holds
+    done: set[int] = set(excluded)  # scored, or never to be
+    waiting: list[tuple[tuple[float, float, str], Hit]] = []  # scored, not yet certain
+    heap: list[tuple[float, int]] = []  # (-ceiling, doc) of the candidates not yet scored
 
-    def scored(entries: Sequence[SearchEntry]) -> Sequence[ScoredEntry]:
-        fresh = [e for e in entries if e.path not in known]
-        for item in score(fresh):
-            # Kept without its body: the anchor is taken, and a flat query keeps thousands.
-            known[item.entry.path] = dataclasses.replace(
-                item, entry=dataclasses.replace(item.entry, body=""))
-        for e in fresh:
-            known.setdefault(e.path, None)
-        return [s for e in entries if (s := known[e.path]) is not None]
+    def rest_bound() -> tuple[float, int]:
+        rest = order[taken:]
+        return sum(upper[i] for i in rest), len(rest)
 
-    given = 0
-    i = 0
+    def outside() -> float:
+        """The most a document that is not a candidate can score."""
+        total, n = rest_bound()
+        return w * total * n / q + CEILING_MARGIN if n else -math.inf
+
+    def ceiling(doc: int) -> float:
+        total, n = rest_bound()
+        s = sums.get(doc, 0.0)
+        h = held.get(doc, 0)
+        body_part = w * (s + total) * (h + n) / q if q and (h or n) else 0.0
+        return front.get(doc, 0.0) + body_part + CEILING_MARGIN
+
+    def rebuild() -> None:
+        heap.clear()
+        for doc in (sums.keys() | front.keys()) - done:
+            heap.append((-ceiling(doc), doc))
+        heapq.heapify(heap)
+
+    def walk(i: int) -> None:
+        """Term i's holders become candidates, each with the most the term adds to one of its
+        passages (exact per passage: its frequency and length are in the row)."""
+        p = body.postings[i]
+        assert p is not None
+        k1, b, f = rules.k1, rules.b, idf[i]
+        adds: dict[int, float] = {}
+        for doc, tf, length in zip(p.docs, p.tf, p.length, strict=True):
+            c = term_ceiling(f, tf, length, k1, b, expected)
+            if c > adds.get(doc, 0.0):
+                adds[doc] = c
+        for doc, c in adds.items():
+            if doc in done:
+                continue
+            sums[doc] = sums.get(doc, 0.0) + c
+            held[doc] = held.get(doc, 0) + 1
+
+    rebuild()
+    batch = FIRST_BATCH
     while True:
-        floor = floors[i]
-        gen = certified(rows(i), limit=limit, load=load, score=scored, floor=floor)
-        n = 0
-        while True:
-            try:
-                item = next(gen)
-            except StopIteration as stop:
-                waiting: float | None = stop.value
-                break
-            n += 1
-            if n > given:
-                yield item
-                given += 1
-        if floor is None or given >= limit:
-            return
-        i += 1
-        if waiting is not None:
-            while (next_floor := floors[i]) is not None and next_floor >= waiting - CEILING_MARGIN:
-                i += 1
+        bar = max(-heap[0][0] if heap else -math.inf, outside())
+        while waiting and waiting[0][1].score > bar:
+            yield waiting.pop(0)[1]
+        if not heap and bar == -math.inf:
+            break
+        if taken < len(order) and outside() >= (-heap[0][0] if heap else -math.inf):
+            walk(order[taken])  # a document outside may beat every candidate: widen
+            taken += 1
+            rebuild()
+            continue
+        ids: list[int] = []
+        while heap and len(ids) < batch:
+            ids.append(heapq.heappop(heap)[1])
+        known = facts(ids)
+        for doc in ids:
+            done.add(doc)
+            info = known.get(doc)
+            if info is None:
+                continue  # gone since its postings were written
+            match = body.best(doc, info) if q else NO_BODY_MATCH
+            if not match.matched and doc not in front:
+                continue
+            score = total_score(front.get(doc, 0.0), match, w)
+            hit = Hit(doc, score, front.get(doc, 0.0), match, info)
+            bisect.insort(waiting, (hit.sort_key, hit))
+        batch = min(batch * 2, MAX_BATCH)
+    for _, hit in waiting:
+        yield hit
 
 
 class Ranking(Sequence[ScoredEntry]):
     """A ranking read on demand: indexing, slicing and iterating pull only as far as asked;
-    `len()` pulls it all (up to the generator's limit)."""
+    `len()` pulls it all."""
 
     def __init__(self, items: Iterator[ScoredEntry]) -> None:
         self._items = items

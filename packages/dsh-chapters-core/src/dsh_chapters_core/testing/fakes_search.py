@@ -1,23 +1,23 @@
 """Fakes of the search ports: a derived tree in memory, a frontmatter reader, and a cache.
 
-`MemorySearchCache` is a plain dict with a term -> paths map; it honours the cache contract
-(a superset of candidates, never a miss), so service tests run the cached path without SQLite.
+`MemorySearchIndex` keeps documents and their passages in dicts and builds postings on demand,
+so service tests run the indexed path without SQLite, and the SQLite index is compared with it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
+from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.frontmatter import dump_frontmatter
-from dsh_chapters_core.ports.search import BoundedCandidates, CandidatePage, DoorMaxima, Holding
+from dsh_chapters_core.ports.search import FieldHits
 from dsh_chapters_core.search.entries import SearchEntry
-from dsh_chapters_core.search.passages import BodyBound, BodyStats, body_profile, body_stats
-from dsh_chapters_core.search.passages import body_terms as search_body_terms
-from dsh_chapters_core.search.scorer import LexicalWeights
+from dsh_chapters_core.search.passages import BodyStats, Passage, body_passages, body_stats
 from dsh_chapters_core.search.stitching import is_legacy_fragment
-from dsh_chapters_core.search.terms import QueryWord
+from dsh_chapters_core.search.topk import DocFacts, TermPostings
 from dsh_chapters_core.testing.fakes_rules import document_from_text
 from dsh_chapters_core.testing.fakes_transport import MemoryTree
 
@@ -100,113 +100,109 @@ def document_text(
     return (dump_frontmatter(fields) + body).encode("utf-8")
 
 
-class MemorySearchCache:
-    """The `SearchCache` contract in memory: rows, a term index, and the recorded state."""
+class MemorySearchIndex:
+    """The `SearchIndex` contract in memory: documents by id, their passages, the state.
 
-    def __init__(self) -> None:
-        self.rows: dict[str, tuple[SearchEntry, str]] = {}
+    Postings are built from the passages on each query, the way the contract defines them,
+    so it is also the reference the SQLite index is compared with."""
+
+    def __init__(self, *, passage_lines: int = DEFAULTS.search_passage_lines) -> None:
+        self.passage_lines = passage_lines
+        self.docs: dict[int, tuple[SearchEntry, str, list[Passage]]] = {}
+        self.by_path: dict[str, int] = {}
         self._state: dict[str, str] = {}
+        self._next = 1
         self.applies = 0
 
     def state(self) -> Mapping[str, str]:
         return dict(self._state)
 
     def shas(self) -> Mapping[str, str]:
-        return {p: sha for p, (_, sha) in self.rows.items()}
+        return {e.path: sha for e, sha, _ in self.docs.values()}
 
     def apply(self, *, upserts: Iterable[tuple[SearchEntry, str]], removed: Iterable[str],
               state: Mapping[str, str], reset: bool = False) -> None:
         self.applies += 1
         if reset:
-            self.rows.clear()
+            self.docs.clear()
+            self.by_path.clear()
         for path in removed:
-            self.rows.pop(path, None)
+            doc = self.by_path.pop(path, None)
+            if doc is not None:
+                del self.docs[doc]
         for entry, sha in upserts:
-            self.rows[entry.path] = (entry, sha)
-        self._state = dict(state)
-
-    def candidates(self, terms: Sequence[str],
-                   body_terms: Sequence[str] = ()) -> list[SearchEntry]:
-        wanted, in_body = set(terms), set(body_terms)
-        return [e for e, _ in self.rows.values()
-                if wanted & (e.topic_terms | e.title_terms | e.summary_terms | e.category_terms)
-                or (in_body and in_body & search_body_terms(e.body))]
-
-    def body_stats(self, words: Sequence[QueryWord]) -> BodyStats:
-        return body_stats((e.body for e, _ in self.rows.values()), words)
-
-    def top_candidates(self, terms: Sequence[str], *, weights: LexicalWeights, limit: int,
-                       project_key: str = "", special: frozenset[str] = frozenset()
-                       ) -> CandidatePage:
-        """Every match in scope (a superset of any top `limit`): the contract, simply kept."""
-        found = [e for e in self.candidates(terms) if is_legacy_fragment(e)
-                 or not project_key or e.project_key in (project_key, "")]
-        return CandidatePage(entries=found,
-                             plain_total=sum(1 for e in found if not is_legacy_fragment(e)))
-
-    def bounded(self, terms: Sequence[str], body: BodyBound | None, *,
-                weights: LexicalWeights, body_weight: float, slack: float,
-                project_key: str = "", within: Holding | None = None,
-                count: bool = True) -> BoundedCandidates | None:
-        """The contract by the core's reference expressions (`BodyBound.ceiling`)."""
-        entries = [e for e, _ in self.rows.values()]
-        if any(is_legacy_fragment(e) for e in entries):
-            return None
-        wanted = set(terms)
-        rows: list[tuple[float, float, str]] = []
-        total = 0
-        for e in entries:
-            if project_key and e.project_key not in (project_key, ""):
+            old = self.by_path.get(entry.path)
+            if old is not None and self.docs[old][1] == sha:
+                # The same bytes under other aliases: the fields change, the body does not.
+                self.docs[old] = (dataclasses.replace(entry, body=""), sha, self.docs[old][2])
                 continue
-            fm = sum(weights.topic * (t in e.topic_terms) + weights.title * (t in e.title_terms)
-                     + weights.summary * (t in e.summary_terms) for t in wanted)
-            fm += weights.category if wanted & e.category_terms else 0.0
-            fields = e.topic_terms | e.title_terms | e.summary_terms | e.category_terms
-            held = wanted & fields
-            ceiling = 0.0
-            counts: tuple[tuple[int, int], ...] = ()
-            if body is not None and e.body:
-                profile = body_profile(e.body, body.lines)
-                counts = body.word_counts(profile)
-                ceiling = body.ceiling(counts)
-            if not held and ceiling <= 0:
-                continue
-            total += 1
-            if within is not None and not within.held(
-                    fields, {i for i, (m, _) in enumerate(counts) if m}):
-                continue
-            rows.append((fm + slack + body_weight * ceiling, e.date_key, e.path))
-        rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
-        return BoundedCandidates(total=total if count or within is None else 0,
-                                 rows=iter([(p, c) for c, _, p in rows]))
+            if old is not None:
+                del self.docs[old]
+            doc = self._next
+            self._next += 1
+            self.docs[doc] = (dataclasses.replace(entry, body=""), sha,
+                              body_passages(entry.body, self.passage_lines))
+            self.by_path[entry.path] = doc
+        if state:
+            self._state = dict(state)
 
-    def maxima(self, terms: Sequence[str], bound: BodyBound | None) -> DoorMaxima:
-        fields: dict[str, str] = {}
-        body: dict[str, tuple[int, int]] = {}
-        wanted = {t for ts in bound.terms for t in ts} if bound is not None else set()
-        for e, _ in self.rows.values():
-            for term in terms:
-                marks = "".join(mark for mark, held in zip(
-                    "tisc", (e.topic_terms, e.title_terms, e.summary_terms, e.category_terms),
-                    strict=True) if term in held)
-                fields[term] = "".join(m for m in "tisc" if m in fields.get(term, "") + marks)
-            if bound is not None and wanted and e.body:
-                profile = body_profile(e.body, bound.lines)
-                for term in wanted & profile.counts.keys():
-                    most, fewest = body.get(term, (0, profile.shortest[term]))
-                    body[term] = (max(most, profile.counts[term]),
-                                  min(fewest, profile.shortest[term]))
-        return DoorMaxima(fields=fields, body=body)
+    def stats(self, terms: Sequence[str]) -> BodyStats:
+        return body_stats((ps for _, _, ps in self.docs.values()), terms,
+                          documents=len(self.docs))
+
+    def postings(self, terms: Sequence[str]) -> list[TermPostings | None]:
+        out: list[TermPostings | None] = []
+        for term in terms:
+            rows = [(doc, i, p.tf[term], p.length) for doc in sorted(self.docs)
+                    for i, p in enumerate(self.docs[doc][2]) if term in p.tf]
+            out.append(TermPostings([r[0] for r in rows], [r[1] for r in rows],
+                                    [r[2] for r in rows], [r[3] for r in rows],
+                                    max(r[2] for r in rows), min(r[3] for r in rows))
+                       if rows else None)
+        return out
+
+    def field_hits(self, terms: Sequence[str]) -> Mapping[int, FieldHits]:
+        wanted = tuple(dict.fromkeys(terms))
+        out: dict[int, FieldHits] = {}
+        for doc, (e, _, _) in self.docs.items():
+            hits = FieldHits(sum(t in e.topic_terms for t in wanted),
+                             sum(t in e.title_terms for t in wanted),
+                             sum(t in e.summary_terms for t in wanted),
+                             any(t in e.category_terms for t in wanted),
+                             (e.rule_id, e.path) if e.kind is DocumentKind.RULE else ("", ""))
+            if hits.topic or hits.title or hits.summary or hits.category:
+                out[doc] = hits
+        return out
+
+    def excluded(self, project_key: str) -> AbstractSet[int]:
+        if not project_key:
+            return frozenset()
+        return frozenset(doc for doc, (e, _, _) in self.docs.items()
+                         if e.project_key not in (project_key, ""))
+
+    def facts(self, ids: Sequence[int]) -> Mapping[int, DocFacts]:
+        return {doc: DocFacts(e.path, e.date_key, [p.first for p in ps], [p.lines for p in ps])
+                for doc in ids if doc in self.docs for e, _, ps in (self.docs[doc],)}
+
+    def entries(self, ids: Sequence[int]) -> Mapping[int, SearchEntry]:
+        return {doc: self.docs[doc][0] for doc in ids if doc in self.docs}
+
+    def ids(self, paths: Iterable[str]) -> Mapping[str, int]:
+        return {p: self.by_path[p] for p in paths if p in self.by_path}
+
+    def has_legacy(self) -> bool:
+        return any(is_legacy_fragment(e) for e, _, _ in self.docs.values())
 
     def fragments(self, session_dirs: Iterable[str]) -> list[SearchEntry]:
         dirs = set(session_dirs)
-        return [e for e, _ in self.rows.values() if e.session_dir in dirs and is_legacy_fragment(e)]
+        return [e for e, _, _ in self.docs.values()
+                if e.session_dir in dirs and is_legacy_fragment(e)]
 
     def by_paths(self, paths: Iterable[str]) -> list[SearchEntry]:
-        return [self.rows[p][0] for p in paths if p in self.rows]
+        return [self.docs[self.by_path[p]][0] for p in paths if p in self.by_path]
 
     def count(self) -> int:
-        return len(self.rows)
+        return len(self.docs)
 
     def close(self) -> None:
         return None

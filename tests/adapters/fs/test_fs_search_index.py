@@ -1,8 +1,8 @@
-"""The SQLite FTS5 search cache on real files: it may never change a ranking."""
+"""The SQLite search index on real files: it answers as a plain scan of every chapter does,
+and what writes leave it holding equals what a rebuild from the files gives."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
 import sqlite3
@@ -13,22 +13,18 @@ import pytest
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.curation import FactType, make_fact
 from dsh_chapters_core.frontmatter import dump_frontmatter
-from dsh_chapters_core.ports.search import Holding
 from dsh_chapters_core.search import SearchRefusal
-from dsh_chapters_core.search.aliases import EMPTY_ALIASES
-from dsh_chapters_core.search.entries import entry_from_document
+from dsh_chapters_core.search.aliases import EMPTY_ALIASES, AliasMap
+from dsh_chapters_core.search.entries import SearchEntry, entry_from_document
 from dsh_chapters_core.search.index import DoorLayout
-from dsh_chapters_core.search.passages import BodyBound, PassageRules
-from dsh_chapters_core.search.scorer import LexicalWeights
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest, SearchService
-from dsh_chapters_core.search.terms import query_words
 from dsh_chapters_core.testing.fakes_search import (
-    MemorySearchCache,
+    MemorySearchIndex,
     chapter_path,
     document_text,
 )
 from dsh_chapters_fs.chapterfile import parse_document
-from dsh_chapters_fs.search_cache import SqliteSearchCache, _any_of
+from dsh_chapters_fs.search_index import SqliteSearchIndex
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,7 +38,7 @@ BODY_WORDS = ["alembic", "upgrade", "head", "GitService.repoName", "retry", "ret
               "src/app.py", "401", "token_refresh", "Token", "migration", "pytest", "passed"]
 
 
-def door(root: Path, cache: SqliteSearchCache | None) -> SearchDoor:
+def door(root: Path, cache: SqliteSearchIndex | None) -> SearchDoor:
     tree = SearchTree(root)
     return SearchDoor(name=DoorName.STORE, layout=DoorLayout.STORE, tree=tree,
                       reader=FrontmatterReader(bodies=True), prefix=".dsh-chapters/",
@@ -50,7 +46,7 @@ def door(root: Path, cache: SqliteSearchCache | None) -> SearchDoor:
                       state=tree, state_path="cache/index-store.tokens.json")
 
 
-def service(root: Path, cache: SqliteSearchCache | None,
+def service(root: Path, cache: SqliteSearchIndex | None,
             core: frozenset[str] = frozenset()) -> SearchService:
     return SearchService(doors=[door(root, cache)], config=DEFAULTS, harness_id="h1",
                          core_rules=lambda: core)
@@ -97,7 +93,7 @@ def outcome(svc: SearchService, request: SearchRequest) -> object:
 def same_answers(root: Path, queries: list[str], core: frozenset[str] = frozenset()) -> None:
     """Every budget: a big one (the cache hands over everything) and small ones (it hands
     over only its best candidates, and must still give the same lines and totals)."""
-    with SqliteSearchCache(root / "cache/search-store.sqlite") as cache:
+    with SqliteSearchIndex(root / "cache/search-store.sqlite") as cache:
         cached, plain = service(root, cache, core), service(root, None, core)
         for query in queries:
             for cross in (False, True):
@@ -134,62 +130,123 @@ def test_cached_search_equals_a_plain_full_scan(
         same_answers(root, [*texts, "sqlite", "jwt"])
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.randoms(use_true_random=False), st.integers(3, 20))
-def test_a_terms_stored_document_frequency_follows_every_write(rnd: random.Random,
-                                                              size: int) -> None:
-    # termmax.n is kept by the writes themselves (a rebuild counts it once): after chapters
-    # are added, rewritten and removed, it equals the bodies FTS5 lists under the term.
+Index = SqliteSearchIndex | MemorySearchIndex
+
+
+def terms_of(index: Index) -> set[str]:
+    if isinstance(index, SqliteSearchIndex):
+        return ({str(r[0]) for r in index.db.execute("SELECT term FROM postings")}
+                | {str(r[0]) for r in index.db.execute("SELECT term FROM fields")})
+    return ({t for _, _, ps in index.docs.values() for p in ps for t in p.tf}
+            | {t for e, _, _ in index.docs.values() for t in (
+                e.topic_terms | e.title_terms | e.summary_terms | e.category_terms)})
+
+
+def held(index: Index, terms: list[str]) -> dict[str, object]:
+    """Everything an index holds, by path (ids differ between two indexes of one corpus)."""
+    shas = dict(index.shas())
+    ids = dict(index.ids(shas))
+    path_of = {doc: path for path, doc in ids.items()}
+    facts = index.facts(list(ids.values()))
+    entries = index.entries(list(ids.values()))
+    gone = index.excluded("")
+    postings = {}
+    for term, p in zip(terms, index.postings(terms), strict=True):
+        if p is not None:
+            rows = sorted((path_of[d], k, n, length) for d, k, n, length in
+                          zip(p.docs, p.passage, p.tf, p.length, strict=True) if d not in gone)
+            if rows:
+                postings[term] = rows
+    return {
+        "shas": shas,
+        "entries": {path_of[d]: e for d, e in entries.items()},
+        "layout": {path_of[d]: (list(f.firsts), list(f.spans), f.date_key)
+                   for d, f in facts.items()},
+        "postings": postings,
+        "fields": {(term, path_of[doc], h) for term in terms
+                   for doc, h in index.field_hits([term]).items()},
+        "stats": index.stats(terms),
+        "count": index.count(),
+        "legacy": index.has_legacy(),
+    }
+
+
+def indexed_entries(root: Path, aliases: AliasMap = EMPTY_ALIASES
+                    ) -> list[tuple[SearchEntry, str]]:
+    import hashlib
+
+    reader = FrontmatterReader(bodies=True)
+    out = []
+    for file in sorted(root.rglob("*.md")):
+        rel = file.relative_to(root).as_posix()
+        data = file.read_bytes()
+        doc = reader.parse(rel, data)
+        if doc is not None:
+            out.append((entry_from_document(doc, aliases=aliases),
+                        hashlib.sha256(data).hexdigest()))
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False),
+       st.lists(st.sampled_from(["add", "rewrite", "retitle", "remove", "batch", "realias"]),
+                min_size=1, max_size=14),
+       st.sampled_from([1024, 4096, 1 << 20]))
+def test_the_index_after_any_writes_equals_a_rebuild(rnd: random.Random, steps: list[str],
+                                                    segment: int) -> None:
+    """Writes one at a time, rewrites, frontmatter-only rewrites (same body, as enrichment
+    does), removals, batches and new topic aliases (every row re-derived from the same bytes),
+    with segments small enough to be merged: what the index holds equals a fresh index of the
+    same files, and the in-memory reference."""
+    aliases = EMPTY_ALIASES
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        db_path = root / "cache/search-store.sqlite"
-        random_corpus(root, rnd, size)
-        with SqliteSearchCache(db_path) as cache:
-            service(root, cache).refresh(door(root, cache))
-            random_corpus(root, rnd, 4, mixed=False)
+        root = Path(tmp) / "store"
+        random_corpus(root, rnd, 6, mixed=True)
+        live = SqliteSearchIndex(Path(tmp) / "live.sqlite", segment_bytes=segment)
+        live.apply(upserts=indexed_entries(root), removed=(), state={"manifest": "0"})
+        for n, step in enumerate(steps):
             chapters = sorted(root.glob("s*/chapters/*.md"))
-            chapters[0].write_bytes(document_text(title="rewritten", body="retry the migration\n",
-                                                  project_key=PK))
-            chapters[1].unlink()
-            service(root, cache).refresh(door(root, cache))
-            stored = dict(cache.db.execute("SELECT term, n FROM termmax WHERE n > 0"))
-            counted = {term: cache.db.execute(
-                "SELECT count(*) FROM terms WHERE terms MATCH ?", (_any_of((), [term]),)
-            ).fetchone()[0] for term in stored}
-            assert stored == counted
-            rows = dict(cache.db.execute("SELECT term, count(*) FROM bodytf GROUP BY term"))
-            assert stored == rows
+            if step == "add" or not chapters:
+                random_corpus(root, rnd, 1, mixed=True)
+            elif step == "batch":
+                random_corpus(root, rnd, 5, mixed=True)
+            elif step == "realias":
+                aliases = AliasMap.from_pairs([(rnd.choice(TOPICS), rnd.choice(TOPICS))])
+                live.apply(upserts=indexed_entries(root, aliases), removed=(),
+                           state={"manifest": str(n)})
+                continue
+            elif step == "remove":
+                victim = rnd.choice(chapters)
+                victim.unlink()
+                live.apply(upserts=(), removed=[victim.relative_to(root).as_posix()],
+                           state={"manifest": str(n)})
+                continue
+            else:
+                victim = rnd.choice(chapters)
+                text = victim.read_text(encoding="utf-8")
+                head, _, body = text.partition("\n---\n")
+                if step == "retitle":  # the body's bytes stay, the frontmatter changes
+                    head = head.replace("\ntitle: ", '\ntitle: "renamed"\nx: ', 1)
+                else:
+                    body += "retry the alembic head\n"
+                victim.write_text(head + "\n---\n" + body, encoding="utf-8")
+            have = dict(live.shas())
+            changed = [(e, sha) for e, sha in indexed_entries(root, aliases)
+                       if have.get(e.path) != sha]
+            live.apply(upserts=changed, removed=(), state={"manifest": str(n)})
+        fresh = SqliteSearchIndex(Path(tmp) / "fresh.sqlite", segment_bytes=segment)
+        fresh.apply(upserts=indexed_entries(root, aliases), removed=(), state={"manifest": "x"})
+        memory = MemorySearchIndex()
+        memory.apply(upserts=indexed_entries(root, aliases), removed=(), state={"manifest": "x"})
+        terms = sorted(terms_of(live) | terms_of(fresh) | terms_of(memory))
+        assert held(live, terms) == held(fresh, terms) == held(memory, terms)
+        segments = live.db.execute("SELECT count(*) FROM segments").fetchone()[0]
+        assert segments < 16  # merged as it grew
+        live.close()
+        fresh.close()
 
 
-def test_a_rounds_total_is_counted_beside_it_and_its_failure_is_not_lost(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The count of every match runs on a second connection while the round lists; its total
-    # is the one counted on the first, and an error there reaches the caller.
-    random_corpus(tmp_path, random.Random(11), 30, mixed=False)  # no fragment: bounded
-    with SqliteSearchCache(tmp_path / "cache/search-store.sqlite") as cache:
-        service(tmp_path, cache).refresh(door(tmp_path, cache))
-        words = query_words("retry migration")
-        rules = PassageRules(DEFAULTS.search_bm25_k1, DEFAULTS.search_bm25_b,
-                             DEFAULTS.search_passage_lines, DEFAULTS.search_phrase_bonus,
-                             DEFAULTS.search_snippet_chars)
-        bound = BodyBound.of(words, cache.body_stats(words), rules)
-        within = Holding(all_of=(Holding(words=frozenset({0})), Holding(words=frozenset({1}))))
-        kw = dict(weights=LexicalWeights.of(DEFAULTS), body_weight=3.0, slack=0.0)
-        found = cache.bounded(["retry"], bound, within=within, **kw)
-        assert found is not None and found.total > 0
-        assert found.total == cache._match_total(["retry"], bound, "")
-        assert cache._counter is not None
-
-        def broken(*args: object) -> int:
-            raise sqlite3.OperationalError("disk I/O error")
-
-        monkeypatch.setattr(cache, "_match_total", broken)
-        with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
-            cache.bounded(["retry"], bound, within=within, **kw)
-    assert cache._counter is None  # closed with the cache
-
-
-def answer(root: Path, cache: SqliteSearchCache) -> dict:
+def answer(root: Path, cache: SqliteSearchIndex) -> dict:
     return service(root, cache).search(SearchRequest(query="auth sqlite")).to_json()
 
 
@@ -197,30 +254,30 @@ def test_the_cache_rebuilds_itself_when_missing_corrupt_or_older(tmp_path: Path)
     random_corpus(tmp_path, random.Random(7), 30)
     expected = service(tmp_path, None).search(SearchRequest(query="auth sqlite")).to_json()
     db = tmp_path / "cache/search-store.sqlite"
-    with SqliteSearchCache(db) as cache:
+    with SqliteSearchIndex(db) as cache:
         assert answer(tmp_path, cache) == expected
         assert cache.count() > 0
     db.unlink()
     for suffix in ("-wal", "-shm"):
         Path(str(db) + suffix).unlink(missing_ok=True)
-    with SqliteSearchCache(db) as cache:
+    with SqliteSearchIndex(db) as cache:
         assert answer(tmp_path, cache) == expected
     db.write_bytes(b"this is not a database" * 100)
     for suffix in ("-wal", "-shm"):
         Path(str(db) + suffix).unlink(missing_ok=True)
-    with SqliteSearchCache(db) as cache:
+    with SqliteSearchIndex(db) as cache:
         assert answer(tmp_path, cache) == expected
     with sqlite3.connect(db) as raw:
         raw.execute("PRAGMA user_version = 999")
     raw.close()
-    with SqliteSearchCache(db) as cache:
+    with SqliteSearchIndex(db) as cache:
         assert answer(tmp_path, cache) == expected
         assert cache.count() > 0
 
 
-def test_a_query_on_a_fresh_cache_reads_no_chapter(tmp_path: Path) -> None:
+def test_a_query_reads_no_chapter_but_the_ones_it_shows(tmp_path: Path) -> None:
     random_corpus(tmp_path, random.Random(3), 40)
-    with SqliteSearchCache(tmp_path / "cache/search-store.sqlite") as cache:
+    with SqliteSearchIndex(tmp_path / "cache/search-store.sqlite") as cache:
         svc = service(tmp_path, cache)
         svc.search(SearchRequest(query="auth"))  # builds the index and the cache
         reads: list[str] = []
@@ -232,8 +289,14 @@ def test_a_query_on_a_fresh_cache_reads_no_chapter(tmp_path: Path) -> None:
             return original(path)
 
         tree.read = counting  # type: ignore[method-assign]
-        svc.search(SearchRequest(query="sqlite deploy"))
+        svc.search(SearchRequest(query="sqlite deploy retry", snippets=False))
         assert [p for p in reads if "/chapters/" in p] == []
+        # With snippets, a shown match's file is read to cut its anchor, and no other: the
+        # answer packs lines one by one, and the one that no longer fits is cut too.
+        answer = svc.search(SearchRequest(query="sqlite deploy retry"))
+        read = [p for p in reads if "/chapters/" in p]
+        shown = [m.entry.path for m in answer.matches if m.anchor is not None]
+        assert shown and read[:len(shown)] == shown and len(read) <= len(shown) + 1
 
 
 def test_search_tree_containment_and_fingerprints(tmp_path: Path) -> None:
@@ -308,69 +371,11 @@ def test_a_span_is_scoped_by_its_first_member_in_both_paths(tmp_path: Path) -> N
 
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 10**6), st.integers(2, 40))
-def test_sql_ceilings_are_the_core_reference(seed: int, lines: int) -> None:
-    """`bounded` evaluates `BodyBound.ceiling` in SQL: the same rows, order and values as the
-    core's reference expression (the memory cache), for every scope."""
-    rnd = random.Random(seed)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        entries = []
-        for n in range(rnd.randrange(1, 40)):
-            body = "\n".join(" ".join(rnd.choices(BODY_WORDS, k=rnd.randrange(1, 8)))
-                             for _ in range(rnd.randrange(1, 90))) + "\n"
-            path = chapter_path(f"s{n % 5}", n, "c")
-            data = document_text(title=" ".join(rnd.sample(BODY_WORDS, 2)),
-                                 topics=rnd.sample(TOPICS, rnd.randrange(3)),
-                                 date=f"2026-0{rnd.randrange(1, 10)}-01T00:00:00Z",
-                                 project_key=rnd.choice([PK, "pk-2", ""]), body=body)
-            doc = parse_document(path, data.decode())
-            entries.append((entry_from_document(doc), f"sha{n}"))
-        memory = MemorySearchCache()
-        memory.apply(upserts=entries, removed=(), state={})
-        rules = PassageRules(DEFAULTS.search_bm25_k1, DEFAULTS.search_bm25_b, lines,
-                             DEFAULTS.search_phrase_bonus, DEFAULTS.search_snippet_chars)
-        with SqliteSearchCache(root / "c.sqlite", passage_lines=lines) as cache:
-            cache.apply(upserts=entries, removed=(), state={})
-            for _ in range(4):
-                query = " ".join(rnd.sample(BODY_WORDS + TOPICS, rnd.randrange(1, 4)))
-                words = query_words(query)
-                bound = BodyBound.of(words, cache.body_stats(words), rules)
-                terms = EMPTY_ALIASES.query_terms(query)  # the frontmatter's canonical terms
-                for scope in (PK, ""):
-                    kw = dict(weights=LexicalWeights.of(DEFAULTS), body_weight=3.0, slack=0.15,
-                              project_key=scope)
-                    # Every match, then only the holders of a random part of the query.
-                    some = rnd.sample(terms, rnd.randrange(len(terms) + 1))
-                    part = Holding(terms=frozenset(some), words=frozenset(
-                        i for i in range(len(words)) if rnd.random() < 0.5))
-                    # And the holders of every one of some elements (a first round).
-                    every = Holding(all_of=tuple(
-                        [Holding(terms=frozenset({t})) for t in some]
-                        + [Holding(words=frozenset({i})) for i in sorted(part.words)]))
-                    for within, few in ((None, 16), (part, 16), (every, 1), (every, 10**9)):
-                        if within is not None and not (within.terms or within.words
-                                                       or within.all_of):
-                            continue
-                        cache.few_holders = few  # read by key, or by scanning each term's rows
-                        got = cache.bounded(terms, bound, within=within, **kw)
-                        want = memory.bounded(terms, bound, within=within, **kw)
-                        assert got is not None and want is not None
-                        got_rows, want_rows = list(got.rows), list(want.rows)
-                        assert got.total == want.total
-                        if within is None:
-                            assert got.total == len(want_rows)
-                        assert dict(got_rows) == pytest.approx(dict(want_rows), abs=1e-9)
-                        # Descending ceilings (equal ones may differ in order by float noise).
-                        assert all(a[1] >= b[1] - 1e-9 for a, b in itertools.pairwise(got_rows))
-                # A fresh cache's maxima are exactly the door's.
-                assert cache.maxima(terms, bound) == memory.maxima(terms, bound)
-            # Another passage size: the profiles do not fit, so the cache says it cannot bound.
-            other = BodyBound.of(query_words("retry"), cache.body_stats(query_words("retry")),
-                                 PassageRules(1.2, 0.75, lines + 1, 0.5, 160))
-            assert cache.bounded(["retry"], other, weights=LexicalWeights.of(DEFAULTS),
-                                 body_weight=3.0, slack=0.0) is None
-        # Reopened for another passage size, the file is dropped and refilled by its user.
-        with SqliteSearchCache(root / "c.sqlite", passage_lines=lines + 1) as cache:
-            assert cache.count() == 0
+def test_another_passage_size_drops_the_file(tmp_path: Path) -> None:
+    random_corpus(tmp_path / "store", random.Random(5), 10)
+    entries = indexed_entries(tmp_path / "store")
+    with SqliteSearchIndex(tmp_path / "c.sqlite", passage_lines=48) as index:
+        index.apply(upserts=entries, removed=(), state={"manifest": "m"})
+        assert index.count() == len(entries)
+    with SqliteSearchIndex(tmp_path / "c.sqlite", passage_lines=12) as index:
+        assert index.count() == 0 and index.state() == {}
