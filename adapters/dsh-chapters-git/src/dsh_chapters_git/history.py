@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from dulwich.errors import ObjectMissing
-from dulwich.objects import Commit, ObjectID, ShaFile
+from dulwich.objects import Commit, ObjectID, ShaFile, Tree
 
-from dsh_chapters_git.trees import ObjectReader, changed_objects, read_object
+from dsh_chapters_git.trees import GITLINK_MODE, ObjectReader, changed_objects, read_object
 
 
 def read_commit(store: ObjectReader, sha: bytes) -> Commit:
@@ -107,3 +108,62 @@ def known_heads(*heads: bytes | None) -> Callable[[bytes], bool]:
     new head's walk meets the old head; a commit object that merely exists is never trusted."""
     trusted = frozenset(h for h in heads if h is not None)
     return lambda sha: sha in trusted
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """What a store lacks of a head's closure, children first, and whether a helper store
+    holds all of it."""
+
+    objects: tuple[ShaFile, ...]
+    restorable: bool
+
+
+def missing_in(store: ObjectReader, helper: ObjectReader | None, head: bytes) -> Missing:
+    """Walk `head`'s closure in `store`, reading what it lacks from `helper`; the lacking
+    objects come back children first (blobs and subtrees before their tree, a commit after its
+    tree and parents), the order a killed writer can never leave half-done."""
+    out: list[ShaFile] = []
+    done: set[bytes] = set()
+    restorable = True
+
+    def get(sha: bytes) -> tuple[ShaFile | None, bool]:
+        try:
+            return store[ObjectID(sha)], False
+        except KeyError:
+            pass
+        if helper is not None:
+            try:
+                return helper[ObjectID(sha)], True
+            except KeyError:
+                pass
+        return None, True
+
+    # Iterative post-order: (sha, expanded?) on a stack.
+    stack: list[tuple[bytes, bool]] = [(head, False)]
+    fetched: dict[bytes, tuple[ShaFile, bool]] = {}
+    while stack:
+        sha, expanded = stack.pop()
+        if sha in done:
+            continue
+        if expanded:
+            done.add(sha)
+            obj, lacking = fetched.pop(sha)
+            if lacking:
+                out.append(obj)
+            continue
+        obj, lacking = get(sha)
+        if obj is None:
+            restorable = False
+            done.add(sha)
+            continue
+        fetched[sha] = (obj, lacking)
+        stack.append((sha, True))
+        if isinstance(obj, Commit):
+            stack.extend((bytes(p), False) for p in obj.parents)
+            stack.append((bytes(obj.tree), False))
+        elif isinstance(obj, Tree):
+            for _name, mode, child in obj.iteritems():
+                if mode != GITLINK_MODE:
+                    stack.append((bytes(child), False))
+    return Missing(tuple(out), restorable)

@@ -34,8 +34,8 @@ from dsh_chapters_git.failures import (
     PoolDamaged,
     failure,
 )
-from dsh_chapters_git.history import closure, is_ancestor, known_heads
-from dsh_chapters_git.mirror import HEAD, MAIN, Mirror
+from dsh_chapters_git.history import Missing, closure, is_ancestor, known_heads, missing_in
+from dsh_chapters_git.mirror import HEAD, MAIN, Mirror, closure_problem
 from dsh_chapters_git.packs import copy_object_files, copy_pack, write_objects
 from dsh_chapters_git.smart_http import BudgetedPool, open_client
 
@@ -151,6 +151,59 @@ class LocalPool:
             return Repo(self.path, bare=True)
         except NotGitRepository:
             raise failure("open", FailureCode.NOT_FOUND, "no git pool at the linked path") from None
+        except (ValueError, KeyError, UnicodeDecodeError, RecursionError) as exc:
+            # dulwich parses the pool's `config` as it opens it: garbage there is the pool's
+            # damage, named, never a traceback (and never the archive's failure, §5.3)
+            raise failure(
+                "open", FailureCode.REFUSED,
+                f"the pool's git config does not read ({type(exc).__name__})",
+                hint=f"repair or restore {os.path.join(self.path, 'config')} (a bare "
+                     "repository's config: `[core] bare = true`)") from None
+
+    # ---- doctor --------------------------------------------------------------------------
+    def closure_problem(self) -> str:
+        """What the pool's `main` names that the pool does not hold whole ("" when whole)."""
+        try:
+            repo = self._open()
+        except TransportError as exc:
+            return exc.message
+        try:
+            return closure_problem(repo.object_store, (self._head(repo),))
+        except Exception as exc:  # a pool that does not read is damage to report, not raise
+            return f"the pool does not read ({type(exc).__name__})"
+        finally:
+            repo.close()
+
+    def missing_objects(self, mirror: Mirror | None) -> Missing | None:
+        """The objects the pool's head names and lacks, children first, and whether `mirror`
+        holds every one of them (then `restore_from` can write them back)."""
+        try:
+            repo = self._open()
+        except TransportError:
+            return None
+        try:
+            head = self._head(repo)
+            if head is None:
+                return Missing((), True)
+            helper = mirror.repo.object_store if mirror is not None else None
+            return missing_in(repo.object_store, helper, head)
+        except Exception:
+            return None
+        finally:
+            repo.close()
+
+    def restore_from(self, mirror: Mirror | None) -> int:
+        """Write back what the pool's head lacks, children first, from `mirror`; returns the
+        objects written (0 when the mirror does not hold them all: nothing is written)."""
+        missing = self.missing_objects(mirror)
+        if missing is None or not missing.restorable or not missing.objects:
+            return 0
+        repo = self._open()
+        try:
+            write_objects(repo.object_store, missing.objects, self._loose_limit, "push")
+        finally:
+            repo.close()
+        return len(missing.objects)
 
     def _head(self, repo: Repo) -> bytes | None:
         try:

@@ -10,6 +10,12 @@ deeper down (§1 invariant 1: the archive path must not fall over on what a harn
   (`\\ud800`)
   replaced by U+FFFD (they cannot be written as UTF-8) and counted.
 - `check_session_id`: an id becomes a directory name, so it is a plain name of bounded length.
+- `read_side_file`: a side file (a tool output the harness moved next to its log) is read only
+  when it is a regular file inside the session folder, reached without a symlink, and within
+  `readerSideFileMaxBytes`; anything else (a FIFO, `/dev/zero`, a link to `/etc/passwd`) is
+  refused unread and counted in the report.
+- `decompressed_cap`: the most bytes a compressed log may decompress to
+  (`readerDecompressedMaxBytes`); `decompressed_too_big` is the error at the cap.
 """
 
 from __future__ import annotations
@@ -37,11 +43,14 @@ class GuardLimits:
     line_max_bytes: int = DEFAULTS.reader_line_max_bytes
     json_max_depth: int = DEFAULTS.reader_json_max_depth
     session_id_max_chars: int = DEFAULTS.session_id_max_chars
+    decompressed_max_bytes: int = DEFAULTS.reader_decompressed_max_bytes
+    side_file_max_bytes: int = DEFAULTS.reader_side_file_max_bytes
 
     @classmethod
     def of(cls, config: Config) -> GuardLimits:
         return cls(config.reader_line_max_bytes, config.reader_json_max_depth,
-                   config.session_id_max_chars)
+                   config.session_id_max_chars, config.reader_decompressed_max_bytes,
+                   config.reader_side_file_max_bytes)
 
 
 _DEFAULT_LIMITS = GuardLimits()
@@ -185,3 +194,58 @@ class LineTooLong(Exception):
     def __init__(self, line_number: int, size: int, cap: int) -> None:
         super().__init__(line_number, size, cap)
         self.line_number, self.size, self.cap = line_number, size, cap
+
+
+class SideFileRefused(Exception):
+    """A side file that is not a regular file inside its session folder, or too big."""
+
+
+# A side file lives at `<session folder>/<dir>/<name>` (Claude Code's `tool-results/`): the
+# two path elements below the session folder must be a real directory and a regular file.
+_SIDE_FILE_DEPTH = 2
+
+
+def read_side_file(path: str, limits: GuardLimits | None = None) -> bytes | None:
+    """The bytes of a side file; None when there is nothing there. SideFileRefused when it is
+    a FIFO, a device, a directory, a symlink (to `/etc/passwd`, to `/dev/zero`), reached
+    through a symlinked directory, or over `readerSideFileMaxBytes`: never opened for reading
+    a byte of it, never waited on."""
+    cap = (limits or current()).side_file_max_bytes
+    folder = os.path.dirname(os.path.dirname(path))
+    here = folder
+    for part in os.path.relpath(path, folder).split(os.sep)[:_SIDE_FILE_DEPTH - 1]:
+        here = os.path.join(here, part)
+        try:
+            mode = os.lstat(here).st_mode
+        except OSError:
+            return None
+        if not stat.S_ISDIR(mode):  # a symlinked directory leads out of the session folder
+            raise SideFileRefused(here)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:  # ELOOP: a symlink; EACCES and the rest: not ours to read
+        if os.path.lexists(path):
+            raise SideFileRefused(path) from None
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            raise SideFileRefused(path)
+        data = handle.read(cap + 1)
+    if len(data) > cap:  # grew while we read it
+        raise SideFileRefused(path)
+    return data
+
+
+def decompressed_cap(limits: GuardLimits | None = None) -> int:
+    return (limits or current()).decompressed_max_bytes
+
+
+def decompressed_too_big(path: str, cap: int, compressed: int) -> InputError:
+    return InputError(
+        f"{path}: decompresses past readerDecompressedMaxBytes = {cap} bytes (from {compressed} "
+        "compressed bytes read); the read stopped there and nothing of it was archived",
+        hint="a log this large is not what DSH writes (a compression bomb?); if it is real, "
+             "raise readerDecompressedMaxBytes in .dsh-chapters/config.toml")

@@ -59,6 +59,7 @@ _DEVICE_NAMES = frozenset(
     | {f"{d}{n}" for d in ("com", "lpt") for n in "123456789"}
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # ASCII: one byte a character
 # A withheld-paths key (quarantine, read doors) that withholds a whole tree: the list of what
 # copy-in quarantined does not read, so no one can tell which pool files are safe to serve.
 WITHHOLD_ALL = "/"
@@ -90,6 +91,9 @@ def name_problem(name: str | bytes) -> str:
     name. A pool is written by other machines: such a name is quarantined and named, never
     checked out, listed, read or served (a name a filesystem gives back undecodable arrives
     here with lone surrogates, and fails the same way)."""
+    if (isinstance(name, str) and len(name) <= POOL_NAME_MAX_BYTES and _PLAIN_NAME.fullmatch(name)
+            and name[-1] != "." and name.split(".", 1)[0].lower() not in _DEVICE_NAMES):
+        return ""  # the common case (a uuid, `001-slug.md`), decided without encoding
     if isinstance(name, bytes):
         raw = name
         try:

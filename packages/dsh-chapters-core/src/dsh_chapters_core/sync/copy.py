@@ -91,7 +91,7 @@ def store_ownership(store_tree: FileTree, harness_id: str) -> Ownership:
             try:
                 meta = json.loads(store_tree.read(path).decode("utf-8"))
                 owner = str(meta.get("harnessId", "")) if isinstance(meta, dict) else ""
-            except ValueError:
+            except (ValueError, RecursionError, OSError, ChaptersError):
                 continue  # unreadable: treat as written here, like a session without one
             owners.append((parts[0], owner))
     return Ownership(harness_id=harness_id, session_owners=tuple(sorted(owners)))
@@ -106,32 +106,57 @@ class Outgoing:
     new: int
     changed: int
     unchanged: int
+    # Pool paths of our chapters whose body no longer hashes to their recorded sha256 (cut
+    # short or changed on disk): damage, never published as "changed" (`chapters doctor`).
+    held_back: tuple[str, ...] = ()
+
+
+def damaged_chapter(data: bytes) -> bool:
+    """True when a chapter's body does not hash to the sha256 its frontmatter records (a
+    chapter without the key is not judged: the archive always writes it)."""
+    recorded = frontmatter_value(data, "sha256")
+    if not recorded:
+        return False
+    _, body = split_frontmatter(data.decode("utf-8", "surrogateescape"))
+    return hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest() != recorded
 
 
 def outgoing(
     store_tree: FileTree, mirror_tree: FileTree, project_key: str, ownership: Ownership
 ) -> Outgoing:
     """Our store files that the mirror lacks or holds with other bytes (chapters are
-    append-only; the only changed chapter bytes are the enrichment frontmatter write)."""
+    append-only; the only changed chapter bytes are the enrichment frontmatter write). A
+    chapter whose body fails its recorded sha256 is held back, and a file that does not read
+    is left for the doctor: neither stops the others."""
     files: list[str] = []
     pool_paths: list[str] = []
+    held: list[str] = []
     new = changed = unchanged = 0
     for store_path in sorted(store_tree.list()):
         entry = to_pool(store_path, project_key)
         if entry is None or not ownership.is_ours(entry):
             continue
-        if mirror_tree.exists(entry.pool_path):
-            if entry.kind is PoolFileKind.ARTIFACT or (
-                mirror_tree.digest(entry.pool_path) == store_tree.digest(store_path)
-            ):
-                unchanged += 1
+        try:
+            if mirror_tree.exists(entry.pool_path):
+                if entry.kind is PoolFileKind.ARTIFACT or (
+                    mirror_tree.digest(entry.pool_path) == store_tree.digest(store_path)
+                ):
+                    unchanged += 1
+                    continue
+                is_new = False
+            else:
+                is_new = True
+            if entry.kind is PoolFileKind.CHAPTER and damaged_chapter(store_tree.read(store_path)):
+                held.append(entry.pool_path)
                 continue
-            changed += 1
-        else:
-            new += 1
+        except (ChaptersError, OSError):
+            held.append(entry.pool_path)  # unreadable or not a file: `chapters doctor` names it
+            continue
+        new += is_new
+        changed += not is_new
         files.append(store_path)
         pool_paths.append(entry.pool_path)
-    return Outgoing(tuple(files), tuple(pool_paths), new, changed, unchanged)
+    return Outgoing(tuple(files), tuple(pool_paths), new, changed, unchanged, tuple(held))
 
 
 def pending_paths(
@@ -143,7 +168,7 @@ def pending_paths(
 ) -> tuple[str, ...]:
     """Pool paths of store files not yet in the pool: unmirrored, or mirrored but unpushed."""
     out = outgoing(store_tree, mirror_tree, project_key, store_ownership(store_tree, harness_id))
-    return tuple(sorted(set(out.pool_paths) | set(unpushed)))
+    return tuple(sorted(set(out.pool_paths) | set(out.held_back) | set(unpushed)))
 
 
 def _first_chapter(mirror_tree: FileTree, project_key: str, session_id: str) -> bytes | None:

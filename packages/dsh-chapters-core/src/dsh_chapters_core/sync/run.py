@@ -249,6 +249,8 @@ class _Run:
         if out.changed:
             text += f", {out.changed} changed"
         text += f", {out.unchanged} already mirrored"
+        if out.held_back:
+            text += f", {len(out.held_back)} damaged held back (see the doctor)"
         if refused:
             text += f", {len(refused)} refused by the transport"
         self.steps.append(text)

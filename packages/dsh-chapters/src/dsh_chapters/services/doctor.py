@@ -1,25 +1,37 @@
 """`chapters doctor`: check the store, the mirror, the index and the credentials; say what was
 found and what `--repair` would do, and do it only when asked.
 
+Every chapter's body is checked against the sha256 its frontmatter records, and every
+artifact against the sha256 that names it; the provider checks its mirror (and a local-path
+pool) down to every object its refs name, and the temp files killed transfers leave.
+
 Repairs never lose stored content: a symlink standing in for a chapter is removed (it is not
 ours; its target is left alone), a corrupt mirror is moved aside and rebuilt from the pool
 (§5.2: the mirror is transport), an index that does not read is rebuilt from the chapters
 (§10.2: it is derived), a stale pool lock is cleared only when no process holds it, a TreeDX
 lease this machine's killed push left is closed (CONTRACT.md: it would block every machine's
-push until its TTL), and credential files go back to 0600. A chapter whose frontmatter does
-not read is listed, never rewritten (§1 invariant 3): a person fixes it.
+push until its TTL), temp files no live process writes are removed, a damaged chapter or
+artifact is restored from a whole copy in the pool mirror (the damaged bytes are kept under
+`state/doctor/`), and credential files go back to 0600. A chapter whose frontmatter does not
+read, or that the pool holds no whole copy of, is listed, never rewritten (§1 invariant 3): a
+person fixes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.errors import ChaptersError
+from dsh_chapters_core.frontmatter import split_frontmatter
+from dsh_chapters_core.pool_layout import frontmatter_value, to_pool
 from dsh_chapters_core.ports.transport import HealthFinding, ProviderDoctor
 from dsh_chapters_core.search.index import MANIFEST_PATH
 
@@ -83,6 +95,78 @@ def _store_findings(app: App) -> list[Finding]:
                                          "store's top level", "remove it (its target is left "
                                          "alone)"))
     return found
+
+
+DAMAGED_KEPT = "state/doctor"  # where a repair keeps the damaged bytes it replaced
+
+
+def _whole_pool_copy(app: App, store_path: str, artifact: bool) -> bytes | None:
+    """The pool mirror's copy of a store file when it is whole: an artifact that hashes to its
+    name, a chapter whose body hashes to the sha256 its own frontmatter records."""
+    entry = to_pool(store_path, app.identity.project_key)
+    if entry is None:
+        return None
+    try:
+        data = app.mirror_tree.read(entry.pool_path)
+    except (ChaptersError, OSError):
+        return None
+    digest = hashlib.sha256
+    if artifact:
+        return data if digest(data).hexdigest() == entry.pool_path.rsplit("/", 1)[-1] else None
+    recorded = frontmatter_value(data, "sha256")
+    _, body = split_frontmatter(data.decode("utf-8", "surrogateescape"))
+    whole = digest(body.encode("utf-8", "surrogateescape")).hexdigest() == recorded
+    return data if recorded and whole else None
+
+
+def _integrity_findings(app: App) -> list[Finding]:
+    """Chapters whose body no longer hashes to their recorded sha256 (truncated, tampered),
+    and artifacts whose bytes do not hash to their name."""
+    found: list[Finding] = []
+    for doc in app.store.documents():
+        if doc.kind is not DocumentKind.CHAPTER or not doc.modified_since_archived:
+            continue
+        whole = _whole_pool_copy(app, doc.path, artifact=False) is not None
+        found.append(Finding(
+            "store", "chapter-damaged", doc.path,
+            f"its body hashes to {doc.body_sha256[:12]}, its frontmatter records "
+            f"{doc.sha256[:12]} (truncated or changed since it was archived)"
+            + ("" if whole else "; the pool mirror holds no whole copy to restore from"),
+            "restore it from the pool mirror's whole copy (the damaged bytes are kept in "
+            f"{DAMAGED_KEPT}/)" if whole else ""))
+    for path in app.store_tree.list("artifacts/"):
+        name = path.rsplit("/", 1)[-1]
+        if not name.endswith(".txt") or path.count("/") != 2:
+            continue
+        try:
+            actual = app.store_tree.digest(path)
+        except (ChaptersError, OSError):
+            continue  # not a readable file: named with the store's quarantine
+        if actual != name[: -len(".txt")]:
+            whole = _whole_pool_copy(app, path, artifact=True) is not None
+            found.append(Finding(
+                "store", "artifact-damaged", path,
+                f"its bytes hash to {actual[:12]}, not to its name"
+                + ("" if whole else "; the pool mirror holds no whole copy to restore from"),
+                "restore it from the pool mirror's whole copy (the damaged bytes are kept in "
+                f"{DAMAGED_KEPT}/)" if whole else ""))
+    return found
+
+
+def _restore(app: App, finding: Finding) -> str:
+    data = _whole_pool_copy(app, finding.path, artifact=finding.code == "artifact-damaged")
+    if data is None:
+        return ""
+    with app.lock.hold(app.config.sync_timeout_ms / 1000):
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        kept = f"{DAMAGED_KEPT}/{finding.path}.{stamp}"
+        try:
+            app.store_tree.write(kept, app.store_tree.read(finding.path))
+        except (ChaptersError, OSError):
+            kept = ""  # the damaged file does not read: nothing of it to keep
+        app.store_tree.write(finding.path, data)
+    return "restored from the pool mirror" + (f" (the damaged bytes are at {kept})" if kept
+                                              else "")
 
 
 def _lock_findings(app: App) -> list[Finding]:
@@ -161,6 +245,8 @@ def _repair(app: App, finding: Finding, provider: Any, health: HealthFinding | N
             target.unlink()
             return f"removed {finding.path}"
         return ""
+    if finding.code in ("chapter-damaged", "artifact-damaged"):
+        return _restore(app, finding)
     if finding.code == "credentials-mode":
         is_dir = Path(finding.path).is_dir()
         os.chmod(finding.path, CREDENTIAL_DIR_MODE if is_dir else CREDENTIAL_FILE_MODE)
@@ -186,7 +272,8 @@ def run_doctor(app: App, *, repair: bool) -> DoctorReport:
     provider = _provider(app)
     try:
         pairs: list[tuple[Finding, HealthFinding | None]] = [
-            (f, None) for f in _store_findings(app) + _lock_findings(app)
+            (f, None) for f in _store_findings(app) + _integrity_findings(app)
+            + _lock_findings(app)
         ]
         pairs += _mirror_findings(provider)
         pairs += [(f, None) for f in _index_findings(app) + _credential_findings(app)]
@@ -195,10 +282,11 @@ def run_doctor(app: App, *, repair: bool) -> DoctorReport:
             if repair and finding.repair:
                 try:
                     done = _repair(app, finding, provider, health)
-                except ChaptersError as exc:
+                except (ChaptersError, OSError) as exc:
                     done = ""
-                    finding = replace(finding, detail=f"{finding.detail}; repair failed: "
-                                                      f"{exc.message}")
+                    why = exc.message if isinstance(exc, ChaptersError) else (
+                        f"{type(exc).__name__} ({exc.strerror or 'no detail'})")
+                    finding = replace(finding, detail=f"{finding.detail}; repair failed: {why}")
                 finding = replace(finding, repaired=done)
             findings.append(finding)
     finally:
