@@ -245,8 +245,10 @@ def restore(template: Template, damaged: Path | None) -> None:
 
 # -- running one command ------------------------------------------------------------------------
 def _innermost(exc: BaseException) -> str:
+    """The exception's type, the innermost frame of ours that raised it, and its text."""
     frames = traceback.extract_tb(exc.__traceback__)
-    where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+    ours = [f for f in frames if "/dsh_chapters" in f.filename] or frames
+    where = f"{Path(ours[-1].filename).name}:{ours[-1].lineno}" if ours else "?"
     return f"{type(exc).__name__} at {where}: {str(exc)[:160]}"
 
 

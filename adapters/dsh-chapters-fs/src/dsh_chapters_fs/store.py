@@ -40,7 +40,7 @@ from dsh_chapters_fs.chapterfile import (
     parse_document,
     quarantined_document,
 )
-from dsh_chapters_fs.containment import read_contained
+from dsh_chapters_fs.containment import read_contained, read_small_file
 from dsh_chapters_fs.search_tree import FrontmatterReader
 from dsh_chapters_fs.tree import checked_relpath
 
@@ -115,9 +115,10 @@ class FsChapterStore:
         return self._scan_records().get(session_id)
 
     def _load_record(self, path: Path) -> dict[str, Any]:
+        raw = read_small_file(path, _RECORD_MAX_BYTES)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(raw.decode("utf-8")) if raw is not None else {}
+        except (ValueError, RecursionError):  # garbage, or nested past the parser's stack
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -209,12 +210,13 @@ class FsChapterStore:
         so a writer killed before its chapter lands leaves a gap, never a reused number."""
         path = self._reservation_path(root_session_id)
         reserved = 0
+        raw = read_small_file(path, _RECORD_MAX_BYTES)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(raw.decode("utf-8")) if raw is not None else None
             if isinstance(data, dict) and isinstance(data.get("last"), int):
                 reserved = data["last"]
-        except (OSError, ValueError):
-            reserved = 0
+        except (ValueError, RecursionError):
+            reserved = 0  # the chapters on disk still bound the next number
         written = self.chapter_numbers(root_session_id)
         number = max([reserved, *written]) + 1
         write_atomic(path, _json_bytes({"last": number, "sessionId": root_session_id}))
@@ -274,7 +276,9 @@ class FsChapterStore:
         retry after a crash never doubles a turn; earlier bytes are kept as they were."""
         path = self._session_dir(root_session_id) / COLLECTIONS_FILE
         try:
-            existing = path.read_bytes()
+            # contained: a FIFO, a directory or an unreadable file is refused by name (its
+            # bytes cannot be kept, so it is never replaced), never waited on
+            existing = read_contained(self.root, path.relative_to(self._base).as_posix())
         except FileNotFoundError:
             existing = b""
         seen = {_seqs_of(line) for line in existing.decode("utf-8", errors="replace").splitlines()}
@@ -424,6 +428,8 @@ class FsChapterStore:
                                 hint="run `chapters list` to see what is archived") from None
 
 
+# A session record or a reservation is a few hundred bytes; a bigger one is damage.
+_RECORD_MAX_BYTES = 1024 * 1024
 _FIRST_HEAD = 8192  # most frontmatter blocks close within this; longer ones are read further
 
 
@@ -436,7 +442,7 @@ def _closes(head: bytes) -> bool:
 def _seqs_of(line: str) -> tuple[int, ...] | None:
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     seqs = data.get("seqs") if isinstance(data, dict) else None
     if isinstance(seqs, list) and all(isinstance(s, int) for s in seqs):

@@ -160,6 +160,9 @@ class Mirror:
     @property
     def repo(self) -> Repo:
         if self._repo is None:
+            odd = irregular_git_file(os.path.join(self.root, ".git"))
+            if odd:  # dulwich would wait forever on a FIFO there: damage, named
+                raise MirrorDamaged(odd)
             self._repo = Repo(self.root)
         return self._repo
 
@@ -311,12 +314,18 @@ class Mirror:
         `main` and the pool head's history, every tree and blob they name, each object read
         and its bytes checked against its name. For `chapters doctor`: it reads the whole
         history, which the per-sync check above never does."""
+        odd = irregular_object_file(os.path.join(self.root, ".git", "objects"))
+        if odd:
+            return odd
         try:
             return closure_problem(self.repo.object_store, (self.head(), self.pool_head()))
         except Exception as exc:  # any failure to read the repository is damage here
             return f"the repository does not read ({type(exc).__name__})"
 
     def _check_integrity(self, verified_packs: set[str]) -> str:
+        odd = irregular_object_file(os.path.join(self.root, ".git", "objects"))
+        if odd:  # read by dulwich, a FIFO would block forever: found by type first
+            return odd
         store = self.repo.object_store
         seen: set[bytes] = set()
         for ref in (self.head(), self.pool_head()):
@@ -379,6 +388,9 @@ class Mirror:
         """Why this mirror cannot be used as is ("" when it can): corrupt, dirty or foreign."""
         if not os.path.isdir(os.path.join(self.root, ".git")):
             return "not a git repository"
+        odd = irregular_git_file(os.path.join(self.root, ".git"))
+        if odd:
+            return f"corrupt: {odd}"
         damaged = self.damaged()
         if damaged:
             return f"corrupt: {damaged}"
@@ -388,6 +400,11 @@ class Mirror:
                 return "mirror of another pool"
             if self.repo.refs.read_ref(HEAD) != b"ref: " + MAIN:
                 return "HEAD is not main"
+            # First: an object file that is not a regular file (a FIFO would block any read
+            # below forever) is found by type, whenever the object directories changed.
+            broken = self.integrity_problem()
+            if broken:
+                return f"corrupt: {broken}"
             head = self.head()
             if head is not None:
                 read_tree(self.repo.object_store, read_commit(self.repo.object_store, head).tree)
@@ -397,9 +414,6 @@ class Mirror:
             index = self.index()
             if head is None and len(index):
                 return "index without commits"
-            broken = self.integrity_problem()
-            if broken:
-                return f"corrupt: {broken}"
         except Exception:  # see above
             return "unreadable repository"
         changed = self._first_dirty_path()
@@ -422,9 +436,12 @@ class Mirror:
             # The index keeps 32 bits of the inode number; equal stat means unchanged.
             if st.st_mtime_ns == _mtime_ns(entry.mtime) and st.st_ino & 0xFFFFFFFF == entry.ino:
                 continue
-            with open(full, "rb") as handle:
-                if blob_id(handle.read()) != entry.sha:
-                    return path.decode("utf-8", "replace")
+            try:
+                with open(full, "rb") as handle:
+                    if blob_id(handle.read()) != entry.sha:
+                        return path.decode("utf-8", "replace")
+            except OSError:  # unreadable: the mirror cannot vouch for it, so it is rebuilt
+                return path.decode("utf-8", "replace")
         for path in self._walk_files(self._root_b, b""):
             if path not in index:
                 return path.decode("utf-8", "replace")
@@ -604,6 +621,47 @@ class Mirror:
         self.fresh_pack = pack
         self.fresh.update((bytes(o.id), o) for o in objects)
         return commit.id.decode("ascii")
+
+
+# The files of a repository dulwich opens with a plain `open()`: each must be a regular file
+# (a FIFO would block it forever, a directory fail it with a traceback).
+_GIT_FILES = ("config", "HEAD", "index", "packed-refs", "refs/heads/main",
+              "refs/remotes/pool/main", VERIFIED_FILE, UNSAFE_FILE, DAMAGED_FILE)
+
+
+def irregular_git_file(git_dir: str, names: tuple[str, ...] = _GIT_FILES) -> str:
+    """The first of a repository's own files that exists and is not a regular file ("")."""
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(git_dir, name)).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"{name} cannot be read ({exc.strerror})"
+        if not stat.S_ISREG(mode):
+            return f"{name} is not a regular file"
+    return ""
+
+
+def irregular_object_file(objects_dir: str) -> str:
+    """The first loose object or pack file that is not a regular file (""): one scan of the
+    object directory's names and types, no object read."""
+    try:
+        with os.scandir(objects_dir) as top:
+            fans = [e for e in top if len(e.name) == 2 or e.name == "pack"]
+    except OSError as exc:
+        return f"objects/ cannot be read ({exc.strerror})"
+    for fan in fans:
+        if not fan.is_dir(follow_symlinks=False):
+            return f"objects/{fan.name} is not a directory"
+        try:
+            with os.scandir(fan.path) as entries:
+                for entry in entries:
+                    if not entry.is_file(follow_symlinks=False):
+                        return f"object file {fan.name}/{entry.name} is not a regular file"
+        except OSError as exc:
+            return f"objects/{fan.name} cannot be read ({exc.strerror})"
+    return ""
 
 
 def _what_is_damaged(exc: BaseException) -> str:

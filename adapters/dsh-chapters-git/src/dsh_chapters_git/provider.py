@@ -125,7 +125,7 @@ class GitProvider:
         try:
             return probe.remote() == self._upstream.display and probe.pool_head() is not None
         except Exception:  # an unreadable mirror proves nothing: treat it as new
-            return False
+            return False  # (a FIFO in .git is refused by type before dulwich opens it)
         finally:
             probe.close()
 

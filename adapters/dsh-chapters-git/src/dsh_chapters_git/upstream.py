@@ -35,7 +35,14 @@ from dsh_chapters_git.failures import (
     failure,
 )
 from dsh_chapters_git.history import Missing, closure, is_ancestor, known_heads, missing_in
-from dsh_chapters_git.mirror import HEAD, MAIN, Mirror, closure_problem
+from dsh_chapters_git.mirror import (
+    HEAD,
+    MAIN,
+    Mirror,
+    closure_problem,
+    irregular_git_file,
+    irregular_object_file,
+)
 from dsh_chapters_git.packs import copy_object_files, copy_pack, write_objects
 from dsh_chapters_git.smart_http import BudgetedPool, open_client
 
@@ -147,6 +154,10 @@ class LocalPool:
             )
 
     def _open(self) -> Repo:
+        odd = irregular_git_file(self.path, ("config", "HEAD", "packed-refs", "refs/heads/main"))
+        if odd:  # dulwich would wait forever on a FIFO there
+            raise failure("open", FailureCode.REFUSED, f"the pool's {odd}",
+                          hint=f"repair or restore the pool at {self.path}")
         try:
             return Repo(self.path, bare=True)
         except NotGitRepository:
@@ -163,6 +174,9 @@ class LocalPool:
     # ---- doctor --------------------------------------------------------------------------
     def closure_problem(self) -> str:
         """What the pool's `main` names that the pool does not hold whole ("" when whole)."""
+        odd = irregular_object_file(os.path.join(self.path, "objects"))
+        if odd:
+            return odd
         try:
             repo = self._open()
         except TransportError as exc:
@@ -177,6 +191,8 @@ class LocalPool:
     def missing_objects(self, mirror: Mirror | None) -> Missing | None:
         """The objects the pool's head names and lacks, children first, and whether `mirror`
         holds every one of them (then `restore_from` can write them back)."""
+        if irregular_object_file(os.path.join(self.path, "objects")):
+            return None  # an object file that is not a file: a person looks at the pool
         try:
             repo = self._open()
         except TransportError:
@@ -235,6 +251,9 @@ class LocalPool:
             head = self._head(repo)
             trusted = (mirror.pool_head(), mirror.head())
             if head is not None and head not in trusted:
+                odd = irregular_object_file(os.path.join(self.path, "objects"))
+                if odd:
+                    raise PoolDamaged(odd)
                 try:
                     objects = closure(repo.object_store, head, known_heads(*trusted))
                 except BAD_GIT_DATA as exc:

@@ -24,8 +24,8 @@ ZSTD_SUFFIX = ".zstd"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # every Zstandard frame opens with it (RFC 8878 §3.1.1)
 # Compressed bytes fed to the decoder at a time (JSONL: ~10x that out). Zstandard can expand
 # 4 bytes into a 128 KiB block, so a piece bounds what one call may hold in memory: 2 KiB in
-# is at most 64 MiB out, a bomb's worst, whatever the file (readerDecompressedMaxBytes then
-# stops the read).
+# is at most 64 MiB out, a bomb's worst, whatever the file (readerDecompressionMaxRatio and
+# readerDecompressedMaxBytes then stop the read).
 _INPUT_PIECE = 1 << 11
 
 
@@ -38,7 +38,6 @@ class ZstdFrames(io.RawIOBase):
     def __init__(self, raw: BinaryIO, path: str = "") -> None:
         self._raw = raw
         self._path = path
-        self._cap = input_guard.decompressed_cap()
         self._out = 0  # decompressed bytes so far
         self._in = 0  # compressed bytes so far
         self._decoder = zstandard.ZstdDecompressor().decompressobj()
@@ -83,8 +82,7 @@ class ZstdFrames(io.RawIOBase):
         self._pending = b"".join(out)
         self._offset = 0
         self._out += len(self._pending)
-        if self._out > self._cap:
-            raise input_guard.decompressed_too_big(self._path, self._cap, self._in)
+        input_guard.decompression_check(self._path, self._out, self._in)
 
     def close(self) -> None:
         self._raw.close()

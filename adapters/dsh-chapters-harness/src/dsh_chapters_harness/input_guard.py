@@ -45,12 +45,13 @@ class GuardLimits:
     session_id_max_chars: int = DEFAULTS.session_id_max_chars
     decompressed_max_bytes: int = DEFAULTS.reader_decompressed_max_bytes
     side_file_max_bytes: int = DEFAULTS.reader_side_file_max_bytes
+    decompression_max_ratio: int = DEFAULTS.reader_decompression_max_ratio
 
     @classmethod
     def of(cls, config: Config) -> GuardLimits:
         return cls(config.reader_line_max_bytes, config.reader_json_max_depth,
                    config.session_id_max_chars, config.reader_decompressed_max_bytes,
-                   config.reader_side_file_max_bytes)
+                   config.reader_side_file_max_bytes, config.reader_decompression_max_ratio)
 
 
 _DEFAULT_LIMITS = GuardLimits()
@@ -239,13 +240,28 @@ def read_side_file(path: str, limits: GuardLimits | None = None) -> bytes | None
     return data
 
 
-def decompressed_cap(limits: GuardLimits | None = None) -> int:
-    return (limits or current()).decompressed_max_bytes
+# The ratio is judged only past this much output: a short log's header frame may expand more.
+RATIO_FLOOR_BYTES = 1024 * 1024
 
 
-def decompressed_too_big(path: str, cap: int, compressed: int) -> InputError:
-    return InputError(
-        f"{path}: decompresses past readerDecompressedMaxBytes = {cap} bytes (from {compressed} "
-        "compressed bytes read); the read stopped there and nothing of it was archived",
-        hint="a log this large is not what DSH writes (a compression bomb?); if it is real, "
-             "raise readerDecompressedMaxBytes in .dsh-chapters/config.toml")
+def decompression_check(path: str, produced: int, consumed: int,
+                        limits: GuardLimits | None = None) -> None:
+    """InputError once a compressed log has decompressed past `readerDecompressedMaxBytes`,
+    or (past RATIO_FLOOR_BYTES) to more than `readerDecompressionMaxRatio` times what it read:
+    a bomb stops within a few MiB, before its lines cost anything."""
+    bound = limits or current()
+    if produced > bound.decompressed_max_bytes:
+        raise InputError(
+            f"{path}: decompresses past readerDecompressedMaxBytes = "
+            f"{bound.decompressed_max_bytes} bytes (from {consumed} compressed bytes read); "
+            "the read stopped there and nothing of it was archived",
+            hint="a log this large is not what DSH writes; if it is real, raise "
+                 "readerDecompressedMaxBytes in .dsh-chapters/config.toml")
+    ratio = bound.decompression_max_ratio
+    if produced > RATIO_FLOOR_BYTES and produced > consumed * ratio:
+        raise InputError(
+            f"{path}: {consumed} compressed bytes decompress to {produced} bytes, over "
+            f"readerDecompressionMaxRatio = {ratio} (a compression bomb); the read stopped "
+            "there and nothing of it was archived",
+            hint="if this is a real session log, raise readerDecompressionMaxRatio in "
+                 ".dsh-chapters/config.toml")

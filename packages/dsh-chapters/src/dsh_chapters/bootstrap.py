@@ -157,7 +157,7 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     """
     reader = FrontmatterReader(bodies=True)  # the body is scored and anchored (search.md)
     store_tree = SearchTree(app.store_root)
-    cache_dir = app.store_root / "cache"
+    cache_dir = usable_cache_dir(app.store_root / "cache")
     lines = app.config.search_passage_lines  # long blocks are cut into passages this long
     segment = app.config.search_segment_bytes
     doors: list[SearchDoor] = []
@@ -203,6 +203,44 @@ def open_search(app: App, cached: bool = True) -> SearchService:
 
     return SearchService(doors=doors, config=app.config, harness_id=app.harness_id,
                          clock_now=app.clock.now, core_rules=core_rules, generation=generation)
+
+
+def usable_cache_dir(cache_dir: Path) -> Path:
+    """`cache/` as search can use it. It is derived (docs/store.md: safe to delete), so damage
+    is set aside and rebuilt, never a failure: a `cache/` that is not a directory we can read
+    and write goes to `cache.damaged-<time>` beside it, and a database that is not a regular
+    file (sqlite would wait forever on a FIFO) is removed."""
+    import stat
+    import time
+
+    try:
+        mode = os.lstat(cache_dir).st_mode
+    except FileNotFoundError:
+        return cache_dir
+    except OSError:
+        mode = 0
+    usable = stat.S_ISDIR(mode) and os.access(cache_dir, os.R_OK | os.W_OK | os.X_OK)
+    if not usable:
+        aside = cache_dir.with_name(
+            f"{cache_dir.name}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        try:
+            os.rename(cache_dir, aside)
+        except OSError as exc:
+            from dsh_chapters_core.errors import ChaptersError
+
+            raise ChaptersError(f"{cache_dir} is damaged and cannot be set aside "
+                                f"({exc.strerror})", hint=f"remove {cache_dir}: it is derived, "
+                                "and the next search builds it again") from None
+        return cache_dir
+    for name in ("search-store.sqlite", "search-mirror.sqlite"):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            path = cache_dir / (name + suffix)
+            try:
+                if not stat.S_ISREG(os.lstat(path).st_mode):
+                    (os.rmdir if path.is_dir() and not path.is_symlink() else os.unlink)(path)
+            except OSError:
+                continue
+    return cache_dir
 
 
 def read_roots(app: App) -> tuple[ReadRoot, ...]:

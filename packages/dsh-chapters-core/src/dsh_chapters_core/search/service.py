@@ -686,7 +686,7 @@ class SearchService:
             try:
                 note = json.loads(line)
                 number, noted = int(note["generation"]), note["paths"]
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue  # a line cut short by a crash: its section is then not covered
             if number in wanted and isinstance(noted, list):
                 seen.add(number)
@@ -733,7 +733,7 @@ class SearchService:
             return {}
         try:
             data = json.loads(door.state.read(door.state_path))
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
         if not isinstance(data, dict):
             return {}
@@ -744,7 +744,7 @@ class SearchService:
             for line in door.state.read(journal).splitlines():
                 try:
                     changed = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue  # cut short by a crash: the tokens it held are only hints
                 for path, token in changed.items() if isinstance(changed, dict) else ():
                     if token is None:
@@ -829,7 +829,7 @@ def read_search_status(tree: FileTree) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(tree.read(STATUS_PATH))
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
