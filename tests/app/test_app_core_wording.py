@@ -114,7 +114,7 @@ def test_every_step_and_argument_has_cli_words() -> None:
      "search refused\n  next: ask again with --max-tokens 600 or more"),
     (ChaptersError("no knowledge pool is linked (local-only)", step=NextStep.LINK_POOL),
      "no knowledge pool is linked (local-only)\n  next: run `chapters link <path>` or "
-     "`chapters link <https-url> <token>`"),
+     "`chapters link <https-url> < token-file`"),
     (UsageError("empty query", step=NextStep.PASS_QUERY_OR_TOPIC),
      "empty query\n  next: pass words to search for, or --topic <name>"),
     (UnsafePathError("s/a.md", "is a symlink"),

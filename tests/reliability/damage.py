@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -414,12 +414,12 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-def scenarios_for(bounded: bool) -> list[tuple[str, str, str, str]]:
-    """Every target in every way (full), or each target in one way, the ways taken in turn
-    (bounded: each way still meets a third of the store, the mirror and the pool)."""
+def scenarios_for(per_file: int) -> list[tuple[str, str, str, str]]:
+    """Each target in `per_file` of the ways, taken in turn from a different start for each
+    target (all of them at len(DAMAGES)), so every way meets every area."""
     out: list[tuple[str, str, str, str]] = []
     for n, (area, what, pattern) in enumerate(TARGETS):
-        kinds = [DAMAGES[n % len(DAMAGES)]] if bounded else list(DAMAGES)
+        kinds = [DAMAGES[(n + k) % len(DAMAGES)] for k in range(min(per_file, len(DAMAGES)))]
         out.extend((area, what, pattern, kind) for kind in kinds)
     return out
 

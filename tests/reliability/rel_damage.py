@@ -27,10 +27,11 @@ DERIVED = ("index manifest", "topic shard", "index/", "search cache", "cache/",
 
 @pytest.mark.slow
 def test_damage_matrix_gives_named_errors_never_tracebacks(
-    tmp_path: Path, results: Any, record: Any
+    tmp_path: Path, size: Any, record: Any
 ) -> None:
     template = build_template(tmp_path / "run", tmp_path / "saved")
-    scenarios = scenarios_for(results.bounded)
+    per_file = size("damages_per_file")
+    scenarios = scenarios_for(per_file)
     ran = run_matrix(template, scenarios, COMMANDS, tmp_path)
     outcomes = list(iter_outcomes(ran))
     tracebacks = [o for o in outcomes if o["code"] == -1]
@@ -44,8 +45,8 @@ def test_damage_matrix_gives_named_errors_never_tracebacks(
     report = "\n".join(f"{o['target']} / {o['damage']} / {o['command']}: {o['error']}"
                        for o in [*tracebacks, *hangs, *archive_broken, *search_broken])
     record("damage scenarios", f"{len(ran)} ({len(TARGETS)} files and directories of the "
-           f"store, mirror and pool x {'one of ' if results.bounded else ''}"
-           f"{len(DAMAGES)} damages: {', '.join(DAMAGES)})")
+           f"store, mirror and pool x {per_file} of {len(DAMAGES)} damages: "
+           f"{', '.join(DAMAGES)})")
     record("commands run against them", f"{len(outcomes)} ({len(COMMANDS)} a scenario: the "
            "CLI, the MCP tools and the viewer's pages)")
     record("tracebacks / hangs", f"{len(tracebacks)} / {len(hangs)}"

@@ -26,10 +26,6 @@ from tests.acceptance.steps_common import Machine, project_clone
 from tests.reliability.fault_proxy import FaultProxy
 from tests.reliability.served_pools import served_pool
 
-# (kind of object, n): where a local-path sync is killed. `push` and `fetch` are the pool's
-# and the mirror's first objects (the commit's children come first now, so these are blobs);
-# later points reach the trees and the commit itself.
-LOCAL_POINTS: dict[str, tuple[int, int]] = {"bounded": (1, 3), "full": (1, 8)}
 
 
 def _kill_at_object(m: Machine, argv: list[str], where: str, number: int) -> bool:
@@ -112,9 +108,12 @@ def _converge(machines: list[Machine], link: list[str], root: Path) -> tuple[int
 
 @pytest.mark.slow
 def test_kill_at_first_objects_of_local_push_and_pull_never_corrupts_the_pool(
-    tmp_path: Path, results: Any, record: Any
+    tmp_path: Path, size: Any, record: Any
 ) -> None:
-    first, last = LOCAL_POINTS["bounded" if results.bounded else "full"]
+    # Killed right after its n-th object of each kind lands: `push` into the pool and `fetch`
+    # into the mirror (children come first, so the first ones are blobs; later ones reach the
+    # trees and the commit itself), and `commit` into the mirror.
+    first, last = 1, size("kill_objects")
     pool = tmp_path / "drive" / "widgets.git"
     a, b = project_clone(tmp_path, "box-a"), project_clone(tmp_path, "box-b")
     for m in (a, b):
@@ -199,3 +198,52 @@ def test_kill_in_an_http_push_or_pull_leaves_every_machine_syncing(
            "pack, after the answer)")
     record("converged (HTTP kills)", f"{chapters} chapters on 2 machines and a freshly linked "
            "one, pool git fsck --strict clean")
+
+
+def _subtree_object(mirror: Path, name: bytes) -> Path:
+    """The loose object of `name` under the root tree of the mirror's `main`."""
+    from dulwich.objects import Commit, Tree
+    from dulwich.repo import Repo
+
+    repo = Repo(str(mirror))
+    try:
+        commit = repo[repo.refs[b"refs/heads/main"]]
+        assert isinstance(commit, Commit)
+        root = repo[commit.tree]
+        assert isinstance(root, Tree)
+        sha = root[name][1].decode()
+    finally:
+        repo.close()
+    path = mirror / ".git" / "objects" / sha[:2] / sha[2:]
+    assert path.is_file(), "small syncs leave loose objects"
+    return path
+
+
+@pytest.mark.slow
+def test_a_mirror_whose_objects_do_not_read_is_moved_aside_by_the_next_sync(
+    tmp_path: Path, record: Any
+) -> None:
+    pool = tmp_path / "drive" / "widgets.git"
+    a, b = project_clone(tmp_path, "box-a"), project_clone(tmp_path, "box-b")
+    for m in (a, b):
+        m.ok("link", str(pool))
+    a.archive("a-1")
+    _sync_json(a)
+    _sync_json(b)
+    b.archive("b-1")
+    _sync_json(b)
+    # Damage an object the open does not read but the pull does (the old `chapters/` tree a
+    # fast-forward diffs against), in place: the object directories look unchanged.
+    damaged = _subtree_object(a.mirror, b"chapters")
+    damaged.chmod(0o644)
+    with damaged.open("r+b") as handle:
+        handle.write(b"\x78\x9c garbage, not a zlib stream")
+    first = a.run("sync", "--json").json()
+    assert not first["ok"] and first["failureCode"] == "corrupt", first["line"]
+    second = a.run("sync", "--json").json()
+    assert second["ok"], second["line"]
+    assert second["movedAside"] and second["cloned"], second["line"]
+    assert list(tmp_path.glob("box-a/widgets/.dsh-knowledge.stale-*"))
+    assert b.sessions["b-1"] in {p.split("/", 1)[0] for p in a.store_files()}
+    record("damaged mirror", "a mirror object that does not read fails one pull (corrupt, "
+           "named); the next sync moves the mirror aside and clones again, as it promised")

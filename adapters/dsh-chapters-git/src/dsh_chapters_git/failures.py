@@ -30,7 +30,7 @@ from dulwich.errors import (
 )
 from dulwich.pack import UnresolvedDeltas
 
-RELINK_HINT = "run `chapters link <url> <token>`"
+RELINK_HINT = "run `chapters link <url> < token-file` (or with DSH_CHAPTERS_TOKEN set)"
 
 _HINTS: dict[FailureCode, str] = {
     FailureCode.AUTH: RELINK_HINT,

@@ -148,15 +148,16 @@ def missing_in(store: ObjectReader, helper: ObjectReader | None, head: bytes) ->
             continue
         if expanded:
             done.add(sha)
-            obj, lacking = fetched.pop(sha)
+            whole, lacking = fetched.pop(sha)
             if lacking:
-                out.append(obj)
+                out.append(whole)
             continue
-        obj, lacking = get(sha)
-        if obj is None:
+        found, lacking = get(sha)
+        if found is None:
             restorable = False
             done.add(sha)
             continue
+        obj = found
         fetched[sha] = (obj, lacking)
         stack.append((sha, True))
         if isinstance(obj, Commit):

@@ -204,7 +204,7 @@ class GitProvider:
             with mirror.reads():
                 rewritten = head is None or (
                     before is not None and not is_ancestor(store, before, head))
-            if rewritten:
+            if rewritten or head is None:
                 raise failure("pull", FailureCode.DIVERGED, "the pool's history was rewritten")
             if local != before:
                 raise failure(
@@ -408,7 +408,7 @@ class GitProviderFactory:
             raise TransportError(
                 FailureCode.REFUSED,
                 "open: refused (the git provider takes a local path or an https URL)",
-                hint="run `chapters link <path>` or `chapters link <https-url> <token>`",
+                hint="run `chapters link <path>` or `chapters link <https-url> < token-file`",
             )
         upstream: Upstream
         if parse_remote(remote).url:

@@ -50,7 +50,7 @@ _STEPS: Mapping[NextStep, str] = {
     NextStep.PASS_QUERY_OR_TOPIC: "pass words to search for, or "
                                   f"{cli_argument(Argument.TOPIC)} <name>",
     NextStep.NAME_TWO_TOPICS: "chapters topic merge auth authentication",
-    NextStep.LINK_POOL: "run `chapters link <path>` or `chapters link <https-url> <token>`",
+    NextStep.LINK_POOL: "run `chapters link <path>` or `chapters link <https-url> < token-file`",
     NextStep.USE_PROVIDER_SCHEME: "use a local path, an https:// URL or treedx+<url>/<repo>",
 }
 

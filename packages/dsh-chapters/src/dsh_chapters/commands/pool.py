@@ -88,7 +88,7 @@ def _show_link(app: App, inv: Invocation) -> int:
     upstream = (
         f"{status.remote} ({status.provider or 'no provider'})"
         if status.remote
-        else "none (local-only); `chapters link <path>` or `chapters link <https-url> <token>`"
+        else "none (local-only); `chapters link <path>` or `chapters link <https-url> < token-file`"
     )
     mirror_state = "present" if status.mirror_present else "not yet cloned"
     if report and report.head:

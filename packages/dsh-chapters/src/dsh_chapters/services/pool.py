@@ -42,7 +42,7 @@ GITIGNORE_STATE = "state/gitignore.json"  # records that the hint was written (s
 
 # What to do next, per failure code (§5.3; amendment 2026-09-21: auth surfaces a re-link).
 NEXT_STEP: dict[str, str] = {
-    FailureCode.AUTH: "the pool refused the token: run `chapters link <url> <new-token>`",
+    FailureCode.AUTH: "the pool refused the token: run `chapters link <url> < new-token-file`",
     FailureCode.NETWORK: "the archive is safe here; run `chapters sync` when the pool is reachable",
     FailureCode.TIMEOUT: "the archive is safe here; raise syncTimeoutMs or retry `chapters sync`",
     FailureCode.DIVERGED: "the pool kept moving; run `chapters sync` again",
@@ -89,7 +89,8 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
     if parsed.has_credentials:
         raise UsageError(
             "the pool URL carries credentials; they would be stored in plain text",
-            hint="pass the URL without `user:token@` and the token as the second argument",
+            hint="pass the URL without `user:token@`, and the token on stdin or in "
+                 "DSH_CHAPTERS_TOKEN",
         )
     host = parsed.host
     if not host:
@@ -99,7 +100,7 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
     if not token and not is_loopback_host(host):
         raise UsageError(
             f"{host} is a network host: a pool there needs a token",
-            hint="run `chapters link <https-url> <token>` (loopback hosts need none)",
+            hint="run `chapters link <https-url> < token-file` (loopback hosts need none)",
         )
     if parsed.url_scheme == "http" and not is_loopback_host(host):
         raise UsageError(
