@@ -243,10 +243,7 @@ class FileWriterLock:
         lock = filelock.FileLock(self.path, timeout=timeout_s)
         try:
             lock.acquire()
-        except OSError as exc:  # filelock's Timeout is not an OSError
-            raise self._unusable(f"cannot be opened ({exc.strerror or type(exc).__name__})") \
-                from None
-        except filelock.Timeout:
+        except filelock.Timeout:  # a TimeoutError, so before OSError
             holder = self._read_holder()
             if holder is None or not self._is_stale(holder):
                 raise self._refusal(timeout_s) from None
@@ -256,6 +253,9 @@ class FileWriterLock:
                 lock.acquire()
             except filelock.Timeout:
                 raise self._refusal(timeout_s) from None
+        except OSError as exc:
+            raise self._unusable(f"cannot be opened ({exc.strerror or type(exc).__name__})") \
+                from None
         holder_written = False
         log_sizes: tuple[int, int] | None = None
         writes_before = 0

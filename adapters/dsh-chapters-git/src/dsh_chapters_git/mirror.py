@@ -674,8 +674,8 @@ def _what_is_damaged(exc: BaseException) -> str:
 
 def closure_problem(store: ObjectReader, heads: tuple[bytes | None, ...]) -> str:
     """The first thing missing or mangled in the closure of `heads` ("" when it is whole): a
-    walk of every commit, tree and blob, each read and checked against its id (`git fsck`'s
-    connectivity, without the style checks)."""
+    walk of every commit, tree and blob, each read, parsed and hashed against its id (`git
+    fsck`'s connectivity, without its style checks)."""
     seen: set[bytes] = set()
     todo: list[tuple[bytes, str]] = [(h, "commit") for h in heads if h is not None]
     while todo:
@@ -684,8 +684,10 @@ def closure_problem(store: ObjectReader, heads: tuple[bytes | None, ...]) -> str
             continue
         seen.add(sha)
         try:
+            # Parsed and hashed, not style-checked: another machine's tree may hold a name
+            # we never check out (`..`), which is quarantine's business, not damage.
             obj = store[ObjectID(sha)]
-            obj.check()
+            obj.as_raw_string()
         except KeyError:
             return f"{kind} {sha[:12].decode('ascii', 'replace')} is missing"
         except Exception as exc:  # a mangled object: checksum, format, zlib

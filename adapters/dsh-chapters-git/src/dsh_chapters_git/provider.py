@@ -266,7 +266,7 @@ class GitProvider:
                 if not problem and os.path.isdir(os.path.join(self.mirror_root, ".git")):
                     broken = probe.connectivity_problem()
                     problem = f"corrupt: {broken}" if broken else ""
-                unsafe = probe.unsafe_paths() if not problem else ()
+                unsafe = probe.unsafe_paths()
             finally:
                 probe.close()
             if problem:

@@ -207,7 +207,8 @@ def build_server(archive: AgentArchive, *, instructions: str = "") -> MCPServer:
             ge=1, description="start at this 1-based line: a chapters_search anchor's line "
                               "as it is (takes the place of offset)")] = None,
     ) -> Annotated[CallToolResult, PageOutput]:
-        page = _call(lambda: archive.read(path, offset=offset, limit=limit, line=line))
+        page = _call(lambda: archive.read(path, offset=offset, limit=limit) if line is None
+                     else archive.read(path, offset=offset, limit=limit, line=line))
         return _answer(_page_text(page), _page_json(page, ArtifactAction.READ))
 
     @server.tool(name="chapters_artifact", title="Read an artifact",

@@ -245,6 +245,7 @@ def resolve(ref: str, roots: Sequence[ReadRoot],
     if not ref:
         raise UsageError("no path or sha given", step=NextStep.NAME_FILE)
     refused: list[str] = []
+    looked = False  # some root takes it for a document: a miss is then "not found"
     for root in roots:
         for path in _candidates(ref, root):
             if not path:
@@ -253,12 +254,12 @@ def resolve(ref: str, roots: Sequence[ReadRoot],
             if kind is None or kind not in kinds:
                 refused.append(f"{root.directory}/{path}")
                 continue
+            looked = True
             why = root.withheld_reason(path)
             if why:
-                raise ChaptersError(
-                    f"refused: {root.directory}/{path} is quarantined ({why})",
-                    hint="a pool file the last sync set aside is never served; "
-                         "`chapters doctor` names it")
+                # a pool file the last sync set aside is never served; the doctor names it
+                raise ChaptersError(f"refused: {root.directory}/{path} is quarantined ({why})",
+                                    step=NextStep.REPAIR_UNSAFE_FILE)
             # Containment next: a tree refuses to say a symlink exists, but one that leaves
             # the root is named as what it is.
             if not root.tree.contains(path):
@@ -268,12 +269,12 @@ def resolve(ref: str, roots: Sequence[ReadRoot],
             if not root.tree.exists(path):
                 continue
             return ResolvedFile(root, path)
-    if refused:
-        what = ", ".join(sorted(str(k) for k in kinds)) if kinds != frozenset(
-            ReadableKind) else "chapters, artifacts, rules and topic shards"
+    if refused and not looked:
+        names = [str(k) for k in ReadableKind if k in kinds]
+        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
         raise ChaptersError(
-            f"refused: {refused[0]} is not one of the archive's documents (only {what} are "
-            "read)", hint="pass a path `chapters search` printed, or an artifact's sha256")
+            f"refused: {refused[0]} is not a {what} (a read door reads nothing else of the "
+            "archive)", step=NextStep.COPY_SEARCH_PATH)
     searched = ", ".join(f"{r.name} ({r.directory})" for r in roots) or "no roots"
     raise ChaptersError(f"not found: {ref!r}; searched {len(roots)} roots: {searched}",
                         step=NextStep.COPY_SEARCH_PATH)
