@@ -34,13 +34,15 @@ from typing import Any
 
 DAMAGES = ("unreadable", "wrong-type", "garbage", "too-deep", "too-big")
 BIG_BYTES = 64 * 1024 * 1024  # sparse: costs no disk, but a whole read costs 64 MiB
-COMMAND_TIMEOUT_S = 15  # a command still running after this is a hang
+COMMAND_TIMEOUT_S = 40  # a command still running after this is a hang
 
 # (area, what, glob under the template root). Each glob names one existing file or directory.
 TARGETS: tuple[tuple[str, str, str], ...] = (
     ("store", "own chapter", "box-a/widgets/.dsh-chapters/{a}/chapters/001-*.md"),
     ("store", "copied-in chapter", "box-a/widgets/.dsh-chapters/{b}/chapters/001-*.md"),
     ("store", "artifact", "box-a/widgets/.dsh-chapters/artifacts/*/*.txt"),
+    ("store", "a session folder", "box-a/widgets/.dsh-chapters/{a}"),
+    ("store", "a chapters folder", "box-a/widgets/.dsh-chapters/{b}/chapters"),
     ("store", "session.json", "box-a/widgets/.dsh-chapters/{a}/session.json"),
     ("store", "collections.jsonl", "box-a/widgets/.dsh-chapters/{a}/collections.jsonl"),
     ("store", "rule", "box-a/widgets/.dsh-chapters/rules/box-a/001-*.md"),

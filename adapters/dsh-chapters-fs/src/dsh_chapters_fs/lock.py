@@ -132,8 +132,11 @@ class FileWriterLock:
     def _held_by_someone(self) -> bool:
         if self._lock is not None and self._lock.is_locked:
             return True
-        if not self.path.exists():
-            return False
+        try:
+            if not self.path.exists():
+                return False
+        except OSError:
+            return False  # state/ cannot be looked into: no lock there (hold() names it)
         import filelock  # on use: a command that never locks (a search) never loads it
 
         probe = filelock.FileLock(self.path, timeout=0)
@@ -236,7 +239,10 @@ class FileWriterLock:
             finally:
                 self._depth -= 1
             return
-        make_dirs(self.state_dir)
+        try:
+            make_dirs(self.state_dir)
+        except OSError as exc:
+            raise self._unusable(f"cannot be made ({exc.strerror})") from None
         import filelock  # on use: a command that never locks (a search) never loads it
 
         self._check_lock_file()

@@ -8,17 +8,22 @@ A name no machine can hold (`pool_layout.name_problem`: not UTF-8, over 200 byte
 is withheld from either door the same way, so one hostile name stops nothing, and a file over
 `max_bytes` is never read whole.
 
-Writes go through unchanged: a door writes only its derived files (`index/`, `topics/`).
+Writes go through unchanged: a door writes only its derived files (`index/`, `topics/`). A
+derived file that does not read (unreadable, a FIFO, a directory in its place) is absent to
+the index, which then builds it again over whatever stands there.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 
 from dsh_chapters_core.errors import UnsafePathError
 from dsh_chapters_core.pool_layout import WITHHOLD_ALL, path_problem
 
-from dsh_chapters_fs.search_tree import SearchTree
+from dsh_chapters_fs.search_tree import DERIVED_PREFIXES, SearchTree
 
 __all__ = ["WITHHOLD_ALL", "ServedTree"]
 
@@ -61,9 +66,20 @@ class ServedTree:
         return size.isdigit() and int(size) > self._max
 
     def _served(self, path: str) -> bool:
+        if path.startswith(DERIVED_PREFIXES):
+            return self._readable_derived(path)
         return not self.reason(path) and not self._too_big(self.inner.fingerprint(path))
 
+    def _readable_derived(self, path: str) -> bool:
+        full = os.path.join(self.root, *path.split("/"))
+        try:
+            return stat.S_ISREG(os.lstat(full).st_mode) and os.access(full, os.R_OK)
+        except OSError:
+            return False
+
     def _refuse(self, path: str) -> None:
+        if path.startswith(DERIVED_PREFIXES):
+            raise FileNotFoundError(path)  # a derived file that does not read: absent, rebuilt
         why = self.reason(path) or f"over {self._max} bytes"
         raise UnsafePathError(path, f"is withheld ({why})")
 
@@ -85,22 +101,31 @@ class ServedTree:
         return self.inner.digest(path)
 
     def write(self, path: str, data: bytes) -> None:
+        if path.startswith(DERIVED_PREFIXES):
+            self.write_chunks(path, (data,))
+            return
         self.inner.write(path, data)
 
     # -- DerivedTree ----------------------------------------------------------------------
     def write_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
+        full = os.path.join(self.root, *path.split("/"))
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)  # derived: a directory where the file goes is cleared
         self.inner.write_chunks(path, chunks)
 
     def remove(self, path: str) -> None:
         self.inner.remove(path)
 
     def fingerprint(self, path: str) -> str:
+        if path.startswith(DERIVED_PREFIXES) and not self._readable_derived(path):
+            return ""  # absent to the index, which builds it again
         token = self.inner.fingerprint(path)
         return "" if self.reason(path) or self._too_big(token) else token
 
     def fingerprints(self, prefix: str = "", *, skip: Iterable[str] = ()) -> Mapping[str, str]:
         return {path: token for path, token in self.inner.fingerprints(prefix, skip=skip).items()
-                if not self.reason(path) and not self._too_big(token)}
+                if not self.reason(path) and not self._too_big(token)
+                and (not path.startswith(DERIVED_PREFIXES) or self._readable_derived(path))}
 
     # -- ContainedTree --------------------------------------------------------------------
     def contains(self, path: str) -> bool:

@@ -93,13 +93,16 @@ class FsChapterStore:
         if self._records is None:
             records: dict[str, tuple[str, Path]] = {}
             for root_id in self.sessions():
-                main = self._base / root_id / SESSION_FILE
-                if main.is_file():
-                    records[root_id] = (root_id, main)
-                children = self._base / root_id / "sessions"
-                if children.is_dir():
-                    for child in sorted(children.glob("*.json")):
-                        records.setdefault(child.stem, (root_id, child))
+                try:
+                    main = self._base / root_id / SESSION_FILE
+                    if main.is_file():
+                        records[root_id] = (root_id, main)
+                    children = self._base / root_id / "sessions"
+                    if children.is_dir():
+                        for child in sorted(children.glob("*.json")):
+                            records.setdefault(child.stem, (root_id, child))
+                except OSError:
+                    continue  # a session folder that cannot be read: `quarantined` names it
             self._records = records
         return self._records
 
@@ -302,14 +305,17 @@ class FsChapterStore:
         found: list[tuple[str, int, str]] = []
         for root_id in self.sessions():
             chapters = self._base / root_id / "chapters"
-            if chapters.is_symlink() or not chapters.is_dir():
-                continue
-            with os.scandir(chapters) as entries:
-                for p in entries:
-                    number = chapter_number(p.name)
-                    if (number is not None and p.is_file(follow_symlinks=False)
-                            and not is_temp_name(p.name)):
-                        found.append((root_id, number, f"{root_id}/chapters/{p.name}"))
+            try:
+                if chapters.is_symlink() or not chapters.is_dir():
+                    continue
+                with os.scandir(chapters) as entries:
+                    for p in entries:
+                        number = chapter_number(p.name)
+                        if (number is not None and p.is_file(follow_symlinks=False)
+                                and not is_temp_name(p.name)):
+                            found.append((root_id, number, f"{root_id}/chapters/{p.name}"))
+            except OSError:
+                continue  # a folder that cannot be read: `quarantined` names it
         return [path for _, _, path in sorted(found)]
 
     def rule_paths(self) -> list[str]:
@@ -343,19 +349,25 @@ class FsChapterStore:
         found: list[tuple[str, str]] = []
         for root_id in self.sessions():
             chapters = self._base / root_id / "chapters"
-            if chapters.is_symlink():
-                found.append((f"{root_id}/chapters", "is a symlink"))
-                continue
-            if not chapters.is_dir():
-                continue
-            with os.scandir(chapters) as entries:
-                for p in entries:
-                    if chapter_number(p.name) is None or is_temp_name(p.name):
-                        continue
-                    if p.is_symlink():
-                        found.append((f"{root_id}/chapters/{p.name}", "is a symlink"))
-                    elif not p.is_file(follow_symlinks=False):
-                        found.append((f"{root_id}/chapters/{p.name}", "is not a regular file"))
+            try:
+                if chapters.is_symlink():
+                    found.append((f"{root_id}/chapters", "is a symlink"))
+                    continue
+                if not chapters.is_dir():
+                    continue
+                with os.scandir(chapters) as entries:
+                    for p in entries:
+                        if chapter_number(p.name) is None or is_temp_name(p.name):
+                            continue
+                        if p.is_symlink():
+                            found.append((f"{root_id}/chapters/{p.name}", "is a symlink"))
+                        elif not p.is_file(follow_symlinks=False):
+                            found.append((f"{root_id}/chapters/{p.name}",
+                                          "is not a regular file"))
+            except OSError as exc:
+                where = chapters if os.access(self._base / root_id, os.X_OK) else chapters.parent
+                found.append((where.relative_to(self._base).as_posix(),
+                              f"cannot be read ({exc.strerror})"))
         reader = FrontmatterReader()  # the core's `key: <JSON>` lines in microseconds
         for relpath in [*self.chapter_paths(), *self.rule_paths()]:
             try:

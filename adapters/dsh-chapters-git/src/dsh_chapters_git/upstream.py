@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import time
@@ -47,6 +48,7 @@ from dsh_chapters_git.packs import copy_object_files, copy_pack, write_objects
 from dsh_chapters_git.smart_http import BudgetedPool, open_client
 
 _LOCK_RETRY_S = 0.01  # a ref lock is held for microseconds; poll until the deadline
+_COMMIT_ID = re.compile(rb"[0-9a-f]{40}")
 
 
 class Upstream(Protocol):
@@ -162,7 +164,7 @@ class LocalPool:
             return Repo(self.path, bare=True)
         except NotGitRepository:
             raise failure("open", FailureCode.NOT_FOUND, "no git pool at the linked path") from None
-        except (ValueError, KeyError, UnicodeDecodeError, RecursionError) as exc:
+        except (ValueError, KeyError, UnicodeDecodeError, RecursionError, PermissionError) as exc:
             # dulwich parses the pool's `config` as it opens it: garbage there is the pool's
             # damage, named, never a traceback (and never the archive's failure, §5.3)
             raise failure(
@@ -183,6 +185,8 @@ class LocalPool:
             return exc.message
         try:
             return closure_problem(repo.object_store, (self._head(repo),))
+        except PoolDamaged as exc:
+            return str(exc)
         except Exception as exc:  # a pool that does not read is damage to report, not raise
             return f"the pool does not read ({type(exc).__name__})"
         finally:
@@ -223,9 +227,15 @@ class LocalPool:
 
     def _head(self, repo: Repo) -> bytes | None:
         try:
-            return bytes(repo.refs[MAIN])
+            head = bytes(repo.refs[MAIN])
         except KeyError:
             return None
+        except (ValueError, OSError) as exc:
+            raise PoolDamaged(f"its refs/heads/main does not read ({type(exc).__name__})") \
+                from exc
+        if not _COMMIT_ID.fullmatch(head):
+            raise PoolDamaged("its refs/heads/main does not hold a commit id")
+        return head
 
     def clone_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
         """Copy the pool's object files as they are (git's local clone); returns the head."""

@@ -60,6 +60,7 @@ _DEVICE_NAMES = frozenset(
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # ASCII: one byte a character
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./-]+")  # a path of such names: one C pass
 # A withheld-paths key (quarantine, read doors) that withholds a whole tree: the list of what
 # copy-in quarantined does not read, so no one can tell which pool files are safe to serve.
 WITHHOLD_ALL = "/"
@@ -125,6 +126,15 @@ def name_problem(name: str | bytes) -> str:
 
 def path_problem(path: str | bytes) -> str:
     """`name_problem` of the first element of a `/`-separated path that has one."""
+    if isinstance(path, str) and _PLAIN_PATH.fullmatch(path):
+        # The common case of every walk (`chapters/<uuid>/<uuid>/001-slug.md`): plain ASCII,
+        # so only the length, the dots and the device names are left to look at.
+        for part in path.split("/"):
+            if (not part or part[0] == "." or part[-1] == "." or len(part) > POOL_NAME_MAX_BYTES
+                    or part.split(".", 1)[0].lower() in _DEVICE_NAMES):
+                break
+        else:
+            return ""
     parts = path.split(b"/") if isinstance(path, bytes) else path.split("/")
     for part in parts:
         problem = name_problem(part)

@@ -157,7 +157,7 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     """
     reader = FrontmatterReader(bodies=True)  # the body is scored and anchored (search.md)
     store_tree = SearchTree(app.store_root)
-    cache_dir = usable_cache_dir(app.store_root / "cache")
+    cache_dir = usable_derived_dirs(app.store_root)
     lines = app.config.search_passage_lines  # long blocks are cut into passages this long
     segment = app.config.search_segment_bytes
     doors: list[SearchDoor] = []
@@ -169,7 +169,7 @@ def open_search(app: App, cached: bool = True) -> SearchService:
                             max_bytes=app.config.pool_file_max_bytes)
         doors.append(SearchDoor(
             name=DoorName.MIRROR, layout=DoorLayout.MIRROR,
-            tree=SplitTree(served, SearchTree(cache_dir / "mirror")),
+            tree=SplitTree(served, ServedTree(SearchTree(cache_dir / "mirror"))),
             reader=reader, prefix=f"{MIRROR_DIRNAME}/",
             cache=SqliteSearchIndex(cache_dir / "search-mirror.sqlite", passage_lines=lines,
                                     segment_bytes=segment) if cached else None,
@@ -205,39 +205,50 @@ def open_search(app: App, cached: bool = True) -> SearchService:
                          clock_now=app.clock.now, core_rules=core_rules, generation=generation)
 
 
-def usable_cache_dir(cache_dir: Path) -> Path:
-    """`cache/` as search can use it. It is derived (docs/store.md: safe to delete), so damage
-    is set aside and rebuilt, never a failure: a `cache/` that is not a directory we can read
-    and write goes to `cache.damaged-<time>` beside it, and a database that is not a regular
-    file (sqlite would wait forever on a FIFO) is removed."""
-    import stat
-    import time
+DERIVED_DIRS = ("cache", "index", "topics")  # docs/store.md: derived, safe to delete
 
-    try:
-        mode = os.lstat(cache_dir).st_mode
-    except FileNotFoundError:
-        return cache_dir
-    except OSError:
-        mode = 0
-    usable = stat.S_ISDIR(mode) and os.access(cache_dir, os.R_OK | os.W_OK | os.X_OK)
-    if not usable:
-        aside = cache_dir.with_name(
-            f"{cache_dir.name}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+
+def usable_derived_dirs(store_root: Path) -> Path:
+    """The store's derived directories as search can use them; returns `cache/`. Derived
+    (docs/store.md: safe to delete), so damage is cleared and rebuilt, never a failure: one
+    that is not a directory this user can read, write and enter is removed (the next search
+    builds it again), and a database that is not a regular file (sqlite would wait forever on
+    a FIFO) is removed."""
+    import shutil
+    import stat
+
+    for name in DERIVED_DIRS:
+        path = store_root / name
         try:
-            os.rename(cache_dir, aside)
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError:
+            mode = 0
+        if stat.S_ISDIR(mode) and os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            continue
+        try:
+            if stat.S_ISDIR(mode):
+                os.chmod(path, 0o700)  # ours: enough to list and remove what is under it
+                for below, dirs, _files in os.walk(path):
+                    for entry in dirs:
+                        os.chmod(os.path.join(below, entry), 0o700)
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
         except OSError as exc:
             from dsh_chapters_core.errors import ChaptersError
 
-            raise ChaptersError(f"{cache_dir} is damaged and cannot be set aside "
-                                f"({exc.strerror})", hint=f"remove {cache_dir}: it is derived, "
-                                "and the next search builds it again") from None
-        return cache_dir
+            raise ChaptersError(f"{path} is damaged and cannot be cleared ({exc.strerror})",
+                                hint=f"remove {path}: it is derived, and the next search "
+                                     "builds it again") from None
+    cache_dir = store_root / "cache"
     for name in ("search-store.sqlite", "search-mirror.sqlite"):
         for suffix in ("", "-wal", "-shm", "-journal"):
-            path = cache_dir / (name + suffix)
+            db = cache_dir / (name + suffix)
             try:
-                if not stat.S_ISREG(os.lstat(path).st_mode):
-                    (os.rmdir if path.is_dir() and not path.is_symlink() else os.unlink)(path)
+                if not stat.S_ISREG(os.lstat(db).st_mode):
+                    (shutil.rmtree if db.is_dir() and not db.is_symlink() else os.unlink)(db)
             except OSError:
                 continue
     return cache_dir

@@ -200,13 +200,13 @@ def _mirror_findings(provider: Any) -> list[tuple[Finding, HealthFinding]]:
 
 def _index_findings(app: App) -> list[Finding]:
     manifest = Path(app.store_root) / MANIFEST_PATH
-    if not manifest.exists():
-        return []
     try:
+        if not manifest.exists():
+            return []
         data = json.loads(manifest.read_bytes().decode("utf-8"))
         if not isinstance(data, dict):
             raise ValueError("not an object")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return [Finding("index", "index-unreadable", MANIFEST_PATH,
                         f"the index manifest does not read ({type(exc).__name__})",
                         "rebuild the index from the chapters (`chapters index --rebuild`)")]

@@ -54,7 +54,11 @@ def _as_read_path(app: App, ident: str, cwd: Path) -> str | None:
     for a short id (`<session>/<NNN>`, `NNN`), which `resolve_chapter` reads."""
     workspace = app.workspace.absolute()
     candidate = (cwd / ident).absolute()
-    if candidate.is_relative_to(workspace) and (candidate.is_file() or ident.endswith(".md")):
+    try:
+        is_file = candidate.is_file()
+    except OSError:  # a folder above it cannot be read: the read door names it
+        is_file = False
+    if candidate.is_relative_to(workspace) and (is_file or ident.endswith(".md")):
         rel = candidate.relative_to(workspace).as_posix()
         if rel.startswith((f"{app.store_dir()}/", ".dsh-knowledge/")):
             return rel

@@ -175,7 +175,7 @@ def flow_frontmatter(text: str) -> dict[str, Any] | None:
         key = match.group(1)
         try:
             fields[json.loads(key) if key.startswith('"') else key] = json.loads(match.group(2))
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return fields
 
