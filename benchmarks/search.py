@@ -3,10 +3,11 @@
     hatch run python benchmarks/search.py --sizes 1000,10000,100000
     hatch run python benchmarks/search.py --quick          # 1k only, fewer repeats
 
-Per corpus size, side by side in the same run, on one seeded corpus of chapters whose bodies
-are at least 3 KB each (turns with file paths, shell commands, error messages with numbers,
-stack traces, camelCase and snake_case identifiers, and rare identifiers that only a few
-chapters hold):
+Per corpus size, side by side in the same run, on one seeded corpus of chapters laid out as
+the archive renders them (turn headings, fenced prompts and replies, tool calls and their
+output: file paths, shell commands, error messages with numbers, stack traces, camelCase and
+snake_case identifiers, and rare identifiers that only a few chapters hold), as long as real
+chapters are (a log-normal with a median of 17 KB and a p90 of about 61 KB, cut at 360 KB):
 
 - `chapters search <q> --json` as a whole process (the installed entry point, cwd the
   workspace, the index already current), and `rg -i -l` over the same chapter files, run
@@ -37,6 +38,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
 import random
 import re
@@ -57,7 +59,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # Bump when the generator's output changes, so a cached corpus of the old shape is not reused.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 STORE = ".dsh-chapters"
 HARNESS_ID = "bench"
 FIXTURE = REPO / "tests/fixtures/claude-code/-home-dev-work-acme-api" \
@@ -173,8 +175,13 @@ FILLER = [
 # A slow build of the code under test must not stretch the run past its time box: a query loop
 # stops at its time budget once it has this many samples, and says how many it took.
 MIN_SAMPLES = 5
-BODY_MIN_BYTES = 3 * 1024
-BODY_MAX_BYTES = 3 * 1024 + 512
+# Chapter bodies are as long as real ones: one store of 429 genuine public sessions (2,204
+# chapters) had a median of 17 KB, p90 67 KB, p99 155 KB and a largest of 353 KB. A log-normal
+# with that median and sigma 1.0 gives p90 61 KB and p99 175 KB; it is cut at 360 KB.
+BODY_MEDIAN_BYTES = 17_000
+BODY_SIGMA = 1.0
+BODY_MIN_BYTES = 600
+BODY_MAX_BYTES = 360_000
 RARE_PER_DOC = 0.04  # the share of chapters that mention one rare identifier
 
 
@@ -272,27 +279,38 @@ class Generator:
         if rnd.random() < RARE_PER_DOC:
             rare = self.rare[pick(len(self.rare))]
             self.rare_used[rare] = self.rare_used.get(rare, 0) + 1
-        target = rnd.randint(BODY_MIN_BYTES, BODY_MAX_BYTES)
+        target = int(min(BODY_MAX_BYTES, max(BODY_MIN_BYTES, rnd.lognormvariate(
+            math.log(BODY_MEDIAN_BYTES), BODY_SIGMA))))
+        # Laid out as the archive renders a chapter (render.py): a heading per turn, the
+        # prompt and replies as fenced text, tool calls on one line, their output fenced.
         parts: list[str] = []
         size = 0
         turn = 0
+        seq = 0
         while size < target:
-            if turn % 3 == 0:
-                text = (rnd.choice(USER_TURNS).format_map(slots) + " "
-                        + " ".join(rnd.choices(self.prose, k=rnd.randint(0, 2))))
-                part = f"## user\n\n{text}"
-            elif turn % 3 == 1:
-                lines = [rnd.choice(ASSISTANT_TURNS).format_map(slots),
-                         " ".join(rnd.choices(self.prose, k=rnd.randint(1, 3))),
-                         sentence(rnd, topics, rnd.randint(6, 14))]
-                if rare and turn == 1:
-                    lines.append(f"The culprit was `{rare}` in {path}, called from "
-                                 f"`{slots['camel']}`.")
-                part = "## assistant\n\n" + "\n".join(lines)
-            else:
-                part = "## tool\n\n```\n" + self.tool_output(slots) + "\n```"
+            seq += 1
+            prompt = (rnd.choice(USER_TURNS).format_map(slots) + " "
+                      + " ".join(rnd.choices(self.prose, k=rnd.randint(0, 2))))
+            block = [f"## Turn · seq {seq}–{seq + 6} · 2026-{rnd.randint(1, 12):02d}-"
+                     f"{rnd.randint(1, 28):02d}T10:00:00Z",
+                     f"**User:**\n\n```text\n{prompt}\n```"]
+            for _ in range(rnd.randint(1, 3)):
+                command = slots["command"]
+                block.append(f'→ tool Bash({{"command": "{command}"}})')
+                lines = [self.tool_output(slots) for _ in range(
+                    1 if rnd.random() < 0.8 else rnd.randint(2, 12))]
+                block.append("← result Bash:\n\n```text\n" + "\n".join(lines) + "\n```")
+            reply = [rnd.choice(ASSISTANT_TURNS).format_map(slots),
+                     " ".join(rnd.choices(self.prose, k=rnd.randint(1, 3))),
+                     sentence(rnd, topics, rnd.randint(6, 14))]
+            if rare and turn == 0:
+                reply.append(f"The culprit was `{rare}` in {path}, called from "
+                             f"`{slots['camel']}`.")
+            block.append("**Assistant:**\n\n```text\n" + "\n".join(reply) + "\n```")
+            part = "\n\n".join(block)
             parts.append(part)
             size += len(part) + 2
+            seq += 6
             turn += 1
         return "\n\n".join(parts) + "\n"
 

@@ -57,14 +57,21 @@ def runner(workspace: Path, monkeypatch: pytest.MonkeyPatch,
     return run
 
 
-def snapshot(directory: Path) -> dict[str, str]:
-    """Every file under `directory` by relative path, as its sha256: byte-for-byte equality."""
+# Derived, machine-local files a writer keeps current beside what it writes (the search
+# index is written where chapters are written): rebuilt, never part of the archive's record.
+DERIVED = ("cache/", "index/", "topics/")
+
+
+def snapshot(directory: Path, *, derived: bool = True) -> dict[str, str]:
+    """Every file under `directory` by relative path, as its sha256: byte-for-byte equality.
+    `derived=False` leaves out the derived index files (`DERIVED`)."""
     if not directory.exists():
         return {}
     found = {}
     for dirpath, _dirs, files in os.walk(directory):
         for name in files:
             path = Path(dirpath) / name
-            found[path.relative_to(directory).as_posix()] = hashlib.sha256(
-                path.read_bytes()).hexdigest()
+            rel = path.relative_to(directory).as_posix()
+            if derived or not rel.startswith(DERIVED):
+                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found

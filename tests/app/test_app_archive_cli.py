@@ -95,13 +95,13 @@ def test_appended_turns_archive_only_the_new_ones(ws: Path, chapters: Runner,
     live.write_bytes(b"".join(lines[:120]))  # a session still being written
     first = json.loads(chapters("archive", str(live), "--json").out)
     assert first["clamp"] or first["turns"]["complete"] > 0
-    before = snapshot(ws / ".dsh-chapters")
+    before = snapshot(ws / ".dsh-chapters", derived=False)
     live.write_bytes(b"".join(lines))
     second = json.loads(chapters("archive", str(live), "--json").out)
     assert second["turns"]["alreadyArchived"] == first["turns"]["archived"]
     assert second["turns"]["archived"] == second["turns"]["complete"] - first["turns"]["archived"]
     assert second["watermark"]["before"] == first["watermark"]["after"]
-    after = snapshot(ws / ".dsh-chapters")
+    after = snapshot(ws / ".dsh-chapters", derived=False)
     changed = {p for p in before if after[p] != before[p]}
     # only the session record (its watermark), the signature log (appended), the reservation
     # and the store log move; no chapter or artifact of the first run changed
@@ -158,7 +158,7 @@ def test_import_refuses_clearly(ws: Path, chapters: Runner, tmp_path: Path) -> N
     empty.mkdir()
     nothing = chapters("import", "codex", "--source", str(empty))
     assert nothing.code == 1 and "(0 files)" in nothing.err and "--source" in nothing.err
-    unknown = chapters("import", "cursor")
+    unknown = chapters("import", "no-such-agent")
     assert unknown.code == 2 and "no such reader" in unknown.err
     missing = chapters("import", "codex", "--source", str(tmp_path / "nope"))
     assert missing.code == 2 and "not a directory" in missing.err
@@ -235,8 +235,8 @@ def test_an_empty_store_lists_and_reports_plainly(ws: Path, chapters: Runner) ->
 
 
 def test_harness_names_are_checked(ws: Path, chapters: Runner, tmp_path: Path) -> None:
-    wrong = chapters("archive", str(DSH_FILE), "--harness", "cursor")
-    assert wrong.code == 2 and "--harness cursor: no such reader" in wrong.err
+    wrong = chapters("archive", str(DSH_FILE), "--harness", "no-such-agent")
+    assert wrong.code == 2 and "--harness no-such-agent: no such reader" in wrong.err
     assert "auto, " in wrong.err and "codex" in wrong.err
     notes = tmp_path / "notes.jsonl"
     notes.write_text('{"note": "not a codex rollout"}\n' * 3)

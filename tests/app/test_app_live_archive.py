@@ -128,6 +128,6 @@ def test_watch_with_no_session_folder_says_which_it_looked_for(
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "no-codex"))
     assert main(["-C", str(ws), "watch"]) == 1
     err = capsys.readouterr().err
-    assert "none of the 3 session folder(s) exists" in err and "no-codex" in err
+    assert "none of the 10 session folder(s) exists" in err and "no-codex" in err
     assert "next: run the agent once" in err
     assert main(["-C", str(ws), "watch", "--harness", "nobody"]) == 2

@@ -118,12 +118,18 @@ def test_passages_are_the_blocks_the_archive_wrote() -> None:
     found = [(p.first, p.lines, lines[p.first]) for p in body_passages(body, 5)]
     # The heading joins the prompt; a marker inside a fence starts nothing; a long block is
     # cut into runs of at most 5 lines; lines are what `\n` ends.
-    # (Lines 22-23, the closing fence and a blank line, hold no word: no passage.)
-    assert found == [(0, 5, "## Turn · seq 1–4 · 2026-09-01"), (5, 5, "why does **User:** fail"),
+    # (Lines 0-4, the heading, the label and the fence, are the archive's markup, and lines
+    # 22-23, the closing fence and a blank line, hold no word: no passage.)
+    assert found == [(5, 5, "why does **User:** fail"),
                      (10, 2, '→ tool Bash({"command": "gh pr list"})'),
                      (12, 5, "← result Bash:"), (17, 5, "row 2"), (24, 5, "**Assistant:**")]
     assert [p.first for p in body_passages(body, 48)] == [0, 10, 12, 24]
-    assert sum(p.length for p in body_passages(body, 5)) == sum(1 for _ in words(body))
+    # A passage counts the words of the verbatim text, not the archive's own markup.
+    from dsh_chapters_core.search.passages import _content
+    assert sum(p.length for p in body_passages(body, 5)) == sum(
+        1 for _ in words(_content(body.encode()).decode()))
+    (call,) = [p for p in body_passages(body, 48) if p.first == 10]
+    assert "tool" not in call.tf and "bash" in call.tf and "text" not in call.tf
 
 
 def test_a_carriage_return_inside_a_line_is_text() -> None:

@@ -155,9 +155,13 @@ def test_a_whole_door_reports_its_progress_to_the_end() -> None:
     heard: list[tuple[str, int, int]] = []
     service.progress = lambda phase, done, total: heard.append((phase, done, total))
     service.refresh(service.doors[0])
-    reads = [(d, t) for p, d, t in heard if p == "read"]
+    # No index existed: a first build, heard as such ("building the search index").
+    reads = [(d, t) for p, d, t in heard if p == "build"]
     assert reads[0] == (0, 600) and reads[-1] == (600, 600)
     assert [d for d, _ in reads] == sorted(d for d, _ in reads)
+    heard.clear()
+    service.refresh(service.doors[0], rebuild=True)  # a rebuild of an index that exists
+    assert [(d, t) for p, d, t in heard if p == "read"][-1] == (600, 600)
 
 
 TOKENS = "cache/index-store.tokens.json"

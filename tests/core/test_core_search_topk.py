@@ -20,7 +20,12 @@ from dsh_chapters_core.search.passages import (
     passage_score,
     term_ceiling,
 )
-from dsh_chapters_core.search.scorer import LexicalWeights, body_terms, frontmatter_score
+from dsh_chapters_core.search.scorer import (
+    LexicalWeights,
+    body_terms,
+    frontmatter_score,
+    passage_rules,
+)
 from dsh_chapters_core.search.topk import BodyQuery, matching, top_matches
 from dsh_chapters_core.testing.fakes_search import MemorySearchIndex
 from hypothesis import given, settings
@@ -89,8 +94,7 @@ def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = ""
 
     terms = EMPTY_ALIASES.query_terms(query)
     stats = index.stats(words)
-    rules = PassageRules(config.search_bm25_k1, config.search_bm25_b,
-                         config.search_passage_lines, config.search_snippet_chars)
+    rules = passage_rules(config)
     body = BodyQuery(index.postings(words), tuple(stats.idf(t) for t in words), stats.expected,
                      rules, config.search_body_weight)
     weights = LexicalWeights.of(config)
@@ -108,15 +112,17 @@ def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = ""
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 40), QUERY, st.sampled_from([0.0, 1.0, 3.0]),
        st.sampled_from([2, 5, 48]), st.floats(0.0, 2.0), st.floats(0.0, 1.0),
-       st.sampled_from(["", "pk1"]), st.booleans())
+       st.sampled_from(["", "pk1"]), st.booleans(), st.sampled_from([0.0, 0.5, 4.0]),
+       st.integers(1, 6))
 def test_pruned_top_matches_equal_scoring_every_document(
         seed: int, size: int, query: str, weight: float, lines: int, k1: float, b: float,
-        scope: str, core: bool) -> None:
+        scope: str, core: bool, phrase: float, near: int) -> None:
     rnd = random.Random(seed)
     vocab = rnd.sample(VOCAB, rnd.randint(3, len(VOCAB)))
     entries = [entry(rnd, n, vocab) for n in range(size)]
     config = DEFAULTS.replace(search_body_weight=weight, search_passage_lines=lines,
-                              search_bm25_k1=k1, search_bm25_b=b)
+                              search_bm25_k1=k1, search_bm25_b=b, search_phrase_bonus=phrase,
+                              search_phrase_terms=near)
     core_ids = frozenset(e.rule_id for e in entries if e.rule_id) if core else frozenset()
     found = top(indexed(entries, config), query, config, scope=scope, core=core_ids)
     reference = rank_entries(entries, query, config=config, core_rule_ids=core_ids)

@@ -35,7 +35,7 @@ from dsh_chapters_core.search.passages import BodyStats, body_passages
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.topk import DocFacts, TermPostings
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 14
 _U32 = "I" if array("I").itemsize == 4 else "L"
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
@@ -88,7 +88,7 @@ def _pack(values: Iterable[int]) -> bytes:
 
 class _Segment:
     """The postings of a batch of documents being written: per term, its rows as one flat
-    list (document, passage, frequency, passage words), in document order."""
+    list (document, passage, frequency, passage words, first mention), in document order."""
 
     def __init__(self) -> None:
         self.terms: dict[str, list[int]] = {}
@@ -100,12 +100,13 @@ class _Segment:
         terms = self.terms
         get = terms.get
         for k, (length, tf) in enumerate(passages):
-            for term, n in tf.items():
+            # `tf` is in first-mention order (passages.Passage): a term's place is its mention.
+            for mention, (term, n) in enumerate(tf.items()):
                 rows = get(term)
                 if rows is None:
-                    terms[term] = [doc, k, n, length]
+                    terms[term] = [doc, k, n, length, mention]
                 else:
-                    rows += (doc, k, n, length)
+                    rows += (doc, k, n, length, mention)
             self.rows += len(tf)
         self.docs += 1
 
@@ -114,9 +115,12 @@ class _Segment:
             yield term, _blob(array(_U32, self.terms[term]))
 
 
+_ROW = 5  # numbers per row: document, passage, frequency, passage words, first mention
+
+
 def _blob(rows: array[int]) -> bytes:
     """A term's rows over a segment, flat, after a head of (rows, most, shortest)."""
-    head = array(_U32, (len(rows) // 4, max(rows[2::4]), min(rows[3::4])))
+    head = array(_U32, (len(rows) // _ROW, max(rows[2::_ROW]), min(rows[3::_ROW])))
     return head.tobytes() + rows.tobytes()
 
 
@@ -126,18 +130,18 @@ def _unpack(blobs: Iterable[bytes], dead: AbstractSet[int] = frozenset()) -> arr
     rows = array(_U32)
     for blob in blobs:
         rows.frombytes(memoryview(blob)[12:])
-    if dead and not dead.isdisjoint(rows[0::4]):
+    if dead and not dead.isdisjoint(rows[0::_ROW]):
         kept = array(_U32)
-        for at in range(0, len(rows), 4):
+        for at in range(0, len(rows), _ROW):
             if rows[at] not in dead:
-                kept.extend(rows[at:at + 4])
+                kept.extend(rows[at:at + _ROW])
         rows = kept
     return rows
 
 
 def _postings(rows: array[int]) -> TermPostings:
-    return TermPostings(rows[0::4], rows[1::4], rows[2::4], rows[3::4], max(rows[2::4]),
-                        min(rows[3::4]))
+    return TermPostings(rows[0::_ROW], rows[1::_ROW], rows[2::_ROW], rows[3::_ROW],
+                        max(rows[2::_ROW]), min(rows[3::_ROW]), rows[4::_ROW])
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -439,7 +443,7 @@ class SqliteSearchIndex:
             flat = _unpack((bytes(r[2]) for r in group), dead)
             if flat:
                 pending.append((term, _blob(flat)))
-                total_rows += len(flat) // 4
+                total_rows += len(flat) // _ROW
             if len(pending) >= 4096:
                 db.executemany("INSERT INTO merged VALUES (?, ?)", pending)
                 pending = []
@@ -585,8 +589,16 @@ class SqliteSearchIndex:
                 f"({','.join('?' * len(chunk))})", chunk))
         return out
 
-    def count(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM docs").fetchone()[0])
+    def chapter_shas(self) -> Mapping[str, str]:
+        return {str(p): str(s) for p, s in self.db.execute(
+            "SELECT path, sha256 FROM docs WHERE kind = 'chapter'")}
+
+    def count(self, prefix: str = "") -> int:
+        if not prefix:
+            return int(self.db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        # A range on the unique path index: every path that starts with `prefix`.
+        return int(self.db.execute("SELECT count(*) FROM docs WHERE path >= ? AND path < ?",
+                                   (prefix, prefix + "\U0010ffff")).fetchone()[0])
 
 
 def _tier(rows: int) -> int:

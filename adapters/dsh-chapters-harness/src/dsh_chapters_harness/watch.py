@@ -17,12 +17,15 @@ from pathlib import Path
 import watchfiles
 from watchfiles._rust_notify import RustNotify
 
-_SESSION_SUFFIX = ".jsonl"
+# JSON lines; Gemini CLI's session documents and OpenCode's JSON storage (.json); OpenCode's
+# database, whose writes land in its write-ahead log first (.db, .db-wal); the Cursor IDE's
+# database likewise (.vscdb, .vscdb-wal).
+_SESSION_SUFFIXES = (".jsonl", ".json", ".db", ".db-wal", ".vscdb", ".vscdb-wal")
 
 
 def _session_file(change: watchfiles.Change, path: str) -> bool:
     # A transcript is appended to (modified) or created; a deleted one has nothing to archive.
-    return change != watchfiles.Change.deleted and path.endswith(_SESSION_SUFFIX)
+    return change != watchfiles.Change.deleted and path.endswith(_SESSION_SUFFIXES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +35,11 @@ class WatchTiming:
 
 
 def existing_roots(roots: Sequence[Path]) -> list[Path]:
-    """The folders that exist, each once, outermost first (inotify needs an existing path)."""
+    """The folders (and single session files, such as Aider's history) that exist, each once,
+    outermost first (inotify needs an existing path)."""
     kept: list[Path] = []
-    for root in sorted({r.absolute() for r in roots if r.is_dir()}, key=lambda p: len(p.parts)):
+    for root in sorted({r.absolute() for r in roots if r.is_dir() or r.is_file()},
+                       key=lambda p: len(p.parts)):
         if not any(root.is_relative_to(k) for k in kept):
             kept.append(root)
     return kept
@@ -43,8 +48,9 @@ def existing_roots(roots: Sequence[Path]) -> list[Path]:
 def session_changes(
     roots: Sequence[Path], timing: WatchTiming, stop: threading.Event
 ) -> Iterator[set[str] | None]:
-    """None once the kernel watch is live, then batches of changed `.jsonl` paths under
-    `roots`, and an empty batch at each idle tick.
+    """None once the kernel watch is live, then batches of changed session files under
+    `roots` (and of the roots that are files themselves, such as Aider's history), and an empty
+    batch at each idle tick.
 
     The first None is the caller's moment for a full pass: from then on no write is missed,
     whereas a pass made before the watch existed could miss what was written in between.
@@ -53,6 +59,7 @@ def session_changes(
     watched = existing_roots(roots)
     if not watched:
         return
+    files = {str(p) for p in watched if p.is_file()}
     step = max(10, min(timing.debounce_ms, 200))
     # watchfiles' documented low-level backend: the same Rust notifier `watchfiles.watch`
     # wraps, used directly so that "the watch is live" is a point this code can see.
@@ -66,6 +73,7 @@ def session_changes(
                 yield set()
                 continue
             changed = {path for change, path in raw
-                       if _session_file(watchfiles.Change(change), path)}
+                       if _session_file(watchfiles.Change(change), path)
+                       or (path in files and change != watchfiles.Change.deleted)}
             if changed:
                 yield changed

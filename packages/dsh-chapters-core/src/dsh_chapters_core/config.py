@@ -406,10 +406,19 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchPhraseBonus",
-        0.5,
-        "passage score added per adjacent query-word pair found adjacent in the passage",
+        0.0,
+        "passage score added per pair of query words typed next to each other whose first "
+        "mentions in the passage are close (within searchPhraseTerms terms)",
         minimum=0.0,
         maximum=100.0,
+    ),
+    _s(
+        "searchPhraseTerms",
+        3,
+        "how close two query words' first mentions in a passage must be, in distinct terms, "
+        "to earn searchPhraseBonus",
+        minimum=1,
+        maximum=1000,
     ),
     _s(
         "searchQueryMaxChars",
@@ -445,6 +454,14 @@ SETTINGS: tuple[Setting, ...] = (
         "documents the search index writes per transaction; bounds memory on a rebuild",
         minimum=1,
         maximum=1_000_000,
+    ),
+    _s(
+        "importBatchBytes",
+        67_108_864,
+        "transcript bytes an import archives in one writer section; the search index takes in "
+        "each batch as it ends, so the first search after an import builds nothing",
+        minimum=1,
+        maximum=68_719_476_736,
     ),
     _s(
         "searchSegmentBytes",
@@ -642,12 +659,14 @@ class Config:
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
     search_cache_batch_rows: int = 2000
+    import_batch_bytes: int = 67_108_864
     search_segment_bytes: int = 8_388_608
     search_body_weight: float = 3.0
     search_bm25_k1: float = 1.2
     search_bm25_b: float = 0.75
     search_passage_lines: int = 48
-    search_phrase_bonus: float = 0.5
+    search_phrase_bonus: float = 0.0
+    search_phrase_terms: int = 3
     search_query_max_chars: int = 2000
     search_query_max_words: int = 64
     search_snippet_chars: int = 160

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from dsh_chapters_fs.storelog import StoreLog
     from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
+    from dsh_chapters_harness.mcp_config import McpConfigInstaller
 
 MIRROR_DIRNAME = ".dsh-knowledge"
 
@@ -88,6 +89,8 @@ class Factories:
     document_reader: Callable[[], DocumentReader]
     write_project_setting: Callable[[Path, str, str], Path]
     session_files: Callable[[], SessionFiles]
+    # Gemini CLI's and OpenCode's JSON MCP configuration (`chapters install gemini-cli|opencode`).
+    mcp_config_installer: Callable[[App, tuple[str, ...]], McpConfigInstaller]
 
 
 @dataclass

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh_chapters_core.curation import edits_path
-from dsh_chapters_core.pool_layout import RULES_DIR
+from dsh_chapters_core.pool_layout import RULES_DIR, to_pool
 from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.search.index import DoorLayout, SplitTree
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from dsh_chapters_core.reading import ReadRoot
     from dsh_chapters_harness.dsh_install import DshInstaller
     from dsh_chapters_harness.install import Installer
+    from dsh_chapters_harness.mcp_config import McpConfigInstaller
 
 PROJECT_CONFIG_NAME = PROJECT_CONFIG
 
@@ -201,8 +202,14 @@ def open_search(app: App, cached: bool = True) -> SearchService:
         tokens.append((facts, store_tree.fingerprint(facts)))
         return hashlib.sha256(json.dumps(tokens).encode("utf-8")).hexdigest()
 
+    def published_as(path: str) -> str | None:
+        # A store chapter's twin in the pool (§2.2), under this workspace's projectKey.
+        twin = to_pool(path, app.identity.project_key)
+        return twin.pool_path if twin is not None else None
+
     return SearchService(doors=doors, config=app.config, harness_id=app.harness_id,
-                         clock_now=app.clock.now, core_rules=core_rules, generation=generation)
+                         clock_now=app.clock.now, core_rules=core_rules, generation=generation,
+                         published_as=published_as)
 
 
 DERIVED_DIRS = ("cache", "index", "topics")  # docs/store.md: derived, safe to delete
@@ -314,6 +321,13 @@ def dsh_installer(app: App, command: tuple[str, ...]) -> DshInstaller:
                         workspace=app.workspace, chapters_home=app.dsh_home)
 
 
+def mcp_config_installer(app: App, command: tuple[str, ...]) -> McpConfigInstaller:
+    """Our MCP server in Gemini CLI's settings.json and OpenCode's opencode.json."""
+    from dsh_chapters_harness.mcp_config import McpConfigInstaller
+
+    return McpConfigInstaller(command=command, ledger_path=app.dsh_home / INSTALL_LEDGER)
+
+
 # ---------------------------------------------------------------------------------------------
 # Enrichment (issue #9): the model door and the drain locks, named here and nowhere else. The
 # door's module (httpx) is imported on use, so the archive path never pays for it (§1 inv. 1).
@@ -397,10 +411,16 @@ def session_files() -> SessionFiles:
     from dsh_chapters_harness.claude_code import claude_config_dir
     from dsh_chapters_harness.codex import codex_home, rollout_cwd
     from dsh_chapters_harness.discovery import read_head, same_directory
+    from dsh_chapters_harness.gemini_cli import gemini_dir
+    from dsh_chapters_harness.opencode import data_dir
+    from dsh_chapters_harness.pi import agent_dir
 
     roots = {"claude-code": claude_config_dir() / "projects",
              "codex": codex_home() / "sessions",
-             "dsh": Path.home() / ".dsh" / "sessions"}
+             "dsh": Path.home() / ".dsh" / "sessions",
+             "gemini-cli": gemini_dir() / "tmp",
+             "opencode": data_dir(),
+             "pi": agent_dir() / "sessions"}
     return SessionFiles(roots=roots, rollout_cwd=rollout_cwd, same_directory=same_directory,
                         read_head=read_head)
 
@@ -423,6 +443,7 @@ FACTORIES = Factories(
     document_reader=document_reader,
     write_project_setting=set_project_setting,
     session_files=session_files,
+    mcp_config_installer=mcp_config_installer,
 )
 
 __all__ = ["App", "bootstrap", "default_harness_id", "enrichment_lock", "find_workspace"]

@@ -139,6 +139,12 @@ READER_PACKAGES: dict[str, str] = {
     "dsh": "dsh-chapters-harness",
     "claude-code": "dsh-chapters-harness",
     "codex": "dsh-chapters-harness",
+    "gemini-cli": "dsh-chapters-harness",
+    "opencode": "dsh-chapters-harness",
+    "pi": "dsh-chapters-harness",
+    "cursor": "dsh-chapters-harness",
+    "copilot-cli": "dsh-chapters-harness",
+    "aider": "dsh-chapters-harness",
     "specstory": "dsh-chapters-specstory",
 }
 

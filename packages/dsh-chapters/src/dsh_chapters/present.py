@@ -164,7 +164,14 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> 
     return lines
 
 
-PROGRESS_PHASES = {"read": "reading chapters", "cache": "filling the search cache"}
+PROGRESS_PHASES = {"read": "reading chapters", "cache": "filling the search index",
+                   "build": "building the search index ({total:,} chapters)"}
+
+
+def progress_words(phase: str, total: int) -> str:
+    """What a phase of an index build is called, in words: `building the search index (2,204
+    chapters)`."""
+    return PROGRESS_PHASES.get(phase, phase).format(total=total)
 
 
 def progress_line(phase: str, done: int, total: int, width: int = 24) -> str:
@@ -172,4 +179,4 @@ def progress_line(phase: str, done: int, total: int, width: int = 24) -> str:
     share = done / total if total else 1.0
     filled = min(width, int(share * width))
     bar = "#" * filled + " " * (width - filled)
-    return f"\rsearch: {PROGRESS_PHASES.get(phase, phase)} [{bar}] {done}/{total} ({share:.0%})"
+    return f"\rsearch: {progress_words(phase, total)} [{bar}] {done}/{total} ({share:.0%})"

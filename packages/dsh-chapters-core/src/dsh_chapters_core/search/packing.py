@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_chapters_core.config import Config
@@ -63,13 +63,21 @@ class SearchAnswer:
     path_prefix: str = ""  # what makes a door-relative path workspace-relative
     searched: int = 0  # documents the door holds (in scope), for the "no-match" message
     snippets: bool = True  # anchors shown (text) and carried (JSON)
+    explain: bool = False  # each match's score taken apart (`--explain`)
+    config: Config | None = field(default=None, repr=False, compare=False)
     cut: QueryCut | None = None  # set when the question was longer than a search reads
+    # Chapters of this machine not yet published that the pool door's answer includes, and
+    # what makes their paths (marked `store:`) workspace-relative.
+    unpublished: int = 0
+    overlay_prefix: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """`{matches:[{score,date,kind,title,path,topics}], shown, total, budget, door}`,
         and `queryCut` when the question was cut."""
-        data = {
-            "matches": [match_json(m, self.path_prefix, snippets=self.snippets)
+        data: dict[str, Any] = {
+            "matches": [match_json(m, self.path_prefix, snippets=self.snippets,
+                                   overlay_prefix=self.overlay_prefix, explain=self.explain,
+                                   config=self.config)
                         for m in self.matches],
             "shown": self.shown,
             "total": self.total,
@@ -77,6 +85,8 @@ class SearchAnswer:
             "door": self.door,
             "status": str(self.status),
         }
+        if self.unpublished:
+            data["unpublished"] = self.unpublished
         if self.cut is not None:
             data["queryCut"] = self.cut.to_json()
         return data
@@ -103,9 +113,10 @@ class SearchAnswer:
                 f"no match: {self.searched} documents in the {self.door}, none matched "
                 "(status: no-match)"
             )
+        door = f"{self.door} + {self.unpublished} unpublished" if self.unpublished else self.door
         head = (
             f"shown {self.shown} of {self.total} · {self.budget.used}/{self.budget.requested} "
-            f"tokens · door: {self.door}"
+            f"tokens · door: {door}"
         )
         if self.shown < self.total:
             head += f" · raise {words(Argument.MAX_TOKENS, None)} for more"
@@ -138,10 +149,20 @@ def _score(score: float) -> str:
     return f"{score:.2f}"
 
 
-def render_line(scored: ScoredEntry, path_prefix: str = "") -> str:
+OVERLAY_MARK = "store:"  # a door-relative path of this machine's store (search.md "Two doors")
+
+
+def shown_path(path: str, prefix: str, overlay_prefix: str = "") -> str:
+    """A door-relative path as the workspace names it."""
+    if path.startswith(OVERLAY_MARK):
+        return overlay_prefix + path.removeprefix(OVERLAY_MARK)
+    return prefix + path
+
+
+def render_line(scored: ScoredEntry, path_prefix: str = "", overlay_prefix: str = "") -> str:
     """`score | date | kind | title | path (topics: …)`; a stitched entry cites every member."""
     e = scored.entry
-    paths = " + ".join(f"{path_prefix}{p}" for p in e.cited_paths)
+    paths = " + ".join(shown_path(p, path_prefix, overlay_prefix) for p in e.cited_paths)
     topics = ", ".join(e.topics) if e.topics else "-"
     return (
         f"{_score(scored.score)} | {_date(e.date)} | {e.kind} | {_one_line(e.title)} | "
@@ -155,21 +176,63 @@ def anchor_line(scored: ScoredEntry) -> str:
     return f"    L{anchor.line}: {_one_line(anchor.text)}" if anchor is not None else ""
 
 
+def explained(scored: ScoredEntry, config: Config) -> dict[str, Any]:
+    """What made a match's score (§8, search.md "The scorer"): each signal's contribution,
+    adding up to the score (recency is shown, and only ever breaks ties)."""
+    title = scored.title_hits * config.search_title_weight
+    summary = scored.summary_hits * config.search_summary_weight
+    category = config.search_category_bonus if scored.category_hit else 0.0
+    body = (round(config.search_body_weight * scored.body.score, 9)
+            if scored.body.matched else 0.0)
+    # Topic hits may be weighted by curation (§10.1): what is left of the frontmatter.
+    topics = scored.score - body - title - summary - category - scored.core_bonus
+    parts: dict[str, Any] = {
+        "topics": round(topics, 4), "title": round(title, 4), "summary": round(summary, 4),
+        "category": round(category, 4), "coreRule": round(scored.core_bonus, 4),
+        "body": round(body, 4), "recency": round(scored.recency, 4),
+    }
+    if scored.body.matched:
+        first = scored.entry.body_line + scored.body.first
+        parts["passage"] = {"line": first, "lines": scored.body.lines,
+                            "score": round(scored.body.score, 4)}
+    return parts
+
+
+def explain_line(scored: ScoredEntry, config: Config) -> str:
+    """`    why: topics 4.00 + title 1.00 + body 13.79 (lines 40–69) = 18.79`."""
+    parts = explained(scored, config)
+    names = (("topics", "topics"), ("title", "title"), ("summary", "summary"),
+             ("category", "category"), ("coreRule", "core rule"), ("body", "body"))
+    terms = []
+    for key, name in names:
+        if parts[key]:
+            text = f"{name} {parts[key]:.2f}"
+            if key == "body" and "passage" in parts:
+                passage = parts["passage"]
+                end = passage["line"] + max(passage["lines"], 1) - 1
+                text += f" (lines {passage['line']}–{end})"
+            terms.append(text)
+    return f"    why: {' + '.join(terms) or '0'} = {scored.score:.2f}"
+
+
 def match_json(scored: ScoredEntry, path_prefix: str = "", *,
-               snippets: bool = True) -> dict[str, Any]:
+               snippets: bool = True, overlay_prefix: str = "",
+               explain: bool = False, config: Config | None = None) -> dict[str, Any]:
     e = scored.entry
     data: dict[str, Any] = {
         "score": round(scored.score, 4),
         "date": _date(e.date),
         "kind": str(e.kind),
         "title": _one_line(e.title),
-        "path": f"{path_prefix}{e.path}",
+        "path": shown_path(e.path, path_prefix, overlay_prefix),
         "topics": list(e.topics),
     }
     if e.members:
-        data["members"] = [f"{path_prefix}{p}" for p in e.members]
+        data["members"] = [shown_path(p, path_prefix, overlay_prefix) for p in e.members]
     if snippets and scored.anchor is not None:
         data["anchor"] = scored.anchor.to_json()
+    if explain and config is not None:
+        data["explain"] = explained(scored, config)
     return data
 
 
@@ -189,10 +252,12 @@ def pack_results(
     config: Config,
     door: str = "",
     path_prefix: str = "",
+    overlay_prefix: str = "",
     status: AnswerStatus | None = None,
     searched: int = 0,
     total: int | None = None,
     snippets: bool = True,
+    explain: bool = False,
 ) -> SearchAnswer:
     """Greedy, in rank order, stopping at the first line that does not fit (no reordering).
 
@@ -203,10 +268,12 @@ def pack_results(
     lines: list[str] = []
     used = 0
     for item in scored:
-        line = render_line(item, path_prefix)
+        line = render_line(item, path_prefix, overlay_prefix)
         anchor = anchor_line(item) if snippets else ""
         if anchor:
             line += "\n" + anchor
+        if explain:
+            line += "\n" + explain_line(item, config)
         cost = config.estimate_tokens(line + "\n")
         if used + cost > max_tokens:
             if not lines:
@@ -225,6 +292,9 @@ def pack_results(
         lines=tuple(lines),
         status=final,
         path_prefix=path_prefix,
+        overlay_prefix=overlay_prefix,
         searched=searched,
         snippets=snippets,
+        explain=explain,
+        config=config if explain else None,
     )

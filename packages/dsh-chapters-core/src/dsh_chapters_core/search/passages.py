@@ -22,6 +22,7 @@ A line is what `\\n` ends; a `\\r` inside a line is text (search.md "Lines").
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,15 +42,37 @@ _MARK = re.compile(
 )
 
 
+# What the archive itself writes around the verbatim text (render.py): turn headings, role
+# labels, fence lines, the `→ tool` / `← result` prefixes, omission and compaction markers.
+# A passage's terms are counted without it: every chapter says `tool`, `result`, `text` and
+# `user` that way, and a question about a user menu or a text field must not match them all.
+_MARKUP = re.compile(
+    "^(?:(?:`{3,}|~{3,}|## Turn |⟦omitted|— compaction |— turn ended)[^\n]*"
+    "|\\*\\*(?:User|Assistant|Reasoning):\\*\\*[ \t]*"
+    "|→ tool |← result )".encode(),
+    re.MULTILINE,
+)
+
+
+def _content(piece: bytes) -> bytes:
+    """A piece of a body without the archive's markup (`_MARKUP`): what its terms count."""
+    return _MARKUP.sub(b"", piece)
+
+
 @dataclass(frozen=True, slots=True)
 class Passage:
     """One scored piece of a body: where it is (0-based line of the body, line count), how
-    many words it has, and how many of its words hold each term."""
+    many words it has, and how many of its words hold each term. `tf` is in the order the
+    terms are first mentioned: a term's place in it is its *mention*, what proximity reads."""
 
     first: int
     lines: int
     length: int
     tf: Mapping[str, int] = field(repr=False)
+
+    def mentions(self) -> dict[str, int]:
+        """Each term's place among the passage's terms, by first mention."""
+        return {term: k for k, term in enumerate(self.tf)}
 
 
 def _blocks(data: bytes) -> list[int]:
@@ -95,7 +118,7 @@ def body_passages(body: str, max_lines: int) -> list[Passage]:
         bounds.append((start, line))
     bounds.append((len(data), data.count(b"\n") + 1))
     out: list[Passage] = []
-    for (start, first), (end, following) in zip(bounds, bounds[1:], strict=False):
+    for (start, first), (end, following) in itertools.pairwise(bounds):
         count = following - first
         if count <= max_lines:
             pieces = [(first, count, data[start:end])]
@@ -104,7 +127,7 @@ def body_passages(body: str, max_lines: int) -> list[Passage]:
             pieces = [(first + k, min(max_lines, count - k), b"\n".join(rows[k:k + max_lines]))
                       for k in range(0, count, max_lines)]
         for at, lines, piece in pieces:
-            n, tf = count_terms(piece)
+            n, tf = count_terms(_content(piece))
             if n:
                 out.append(Passage(at, lines, n, tf))
     return out
@@ -122,6 +145,8 @@ class PassageRules:
     b: float
     lines: int
     snippet_chars: int
+    phrase_bonus: float = 0.0
+    phrase_terms: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +189,11 @@ NO_BODY_MATCH = BodyMatch(0.0)
 
 
 def passage_score(tfs: Sequence[int], length: int, idf: Sequence[float], k1: float, b: float,
-                  expected: float) -> float:
-    """BM25 of one passage times the share of the query's terms it holds. One fixed
+                  expected: float, mentions: Sequence[int] = (), bonus: float = 0.0,
+                  near: int = 0) -> float:
+    """BM25 of one passage times the share of the query's terms it holds, plus `bonus` per
+    pair of query terms typed next to each other whose first mentions in the passage are at
+    most `near` terms apart (proximity: the words of a question found together). One fixed
     expression in one fixed order, so the index and a plain scan get the same float."""
     norm = k1 * (1.0 - b + b * length / expected)
     bm25 = 0.0
@@ -174,7 +202,18 @@ def passage_score(tfs: Sequence[int], length: int, idf: Sequence[float], k1: flo
         if t:
             bm25 += idf[i] * (t * (k1 + 1.0)) / (t + norm)
             held += 1
-    return bm25 * held / len(tfs)
+    score = bm25 * held / len(tfs)
+    if bonus and mentions:
+        pairs = sum(1 for i in range(1, len(tfs)) if tfs[i] and tfs[i - 1]
+                    and abs(mentions[i] - mentions[i - 1]) <= near)
+        score += bonus * pairs
+    return score
+
+
+def adjacent_pairs(held: Sequence[bool]) -> int:
+    """How many pairs of query terms typed next to each other are both held: the most
+    proximity pairs a passage holding these terms can have."""
+    return sum(1 for i in range(1, len(held)) if held[i] and held[i - 1])
 
 
 def term_ceiling(idf: float, most: int, shortest: int, k1: float, b: float,
@@ -201,7 +240,10 @@ def best_passage(passages: Sequence[Passage], terms: Sequence[str], stats: BodyS
         tfs = [tf.get(t, 0) for t in terms]
         if not any(tfs):
             continue
-        score = passage_score(tfs, passage.length, idf, rules.k1, rules.b, expected)
+        order = passage.mentions() if rules.phrase_bonus else {}
+        score = passage_score(tfs, passage.length, idf, rules.k1, rules.b, expected,
+                              [order.get(t, -1) for t in terms], rules.phrase_bonus,
+                              rules.phrase_terms)
         if score > best:
             best, at = score, index
     if at < 0:

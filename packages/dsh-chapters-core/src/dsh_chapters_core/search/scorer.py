@@ -94,7 +94,8 @@ def body_terms(query: str, config: Config) -> tuple[str, ...]:
 
 def passage_rules(config: Config) -> PassageRules:
     return PassageRules(config.search_bm25_k1, config.search_bm25_b,
-                        config.search_passage_lines, config.search_snippet_chars)
+                        config.search_passage_lines, config.search_snippet_chars,
+                        config.search_phrase_bonus, config.search_phrase_terms)
 
 
 def frontmatter_score(topic: float, title: int, summary: int, category: bool, core: float,
@@ -162,9 +163,10 @@ def rank_entries(
         return found
 
     if words and stats is None and bodies is None:
-        entries = [e if isinstance(e, SearchEntry) else entry_from_document(e, aliases=aliases)
-                   for e in entries]
-        stats = body_stats((passages_of(e) for e in entries), words)
+        built = [e if isinstance(e, SearchEntry) else entry_from_document(e, aliases=aliases)
+                 for e in entries]
+        stats = body_stats((passages_of(e) for e in built), words)
+        entries = built
     weights = LexicalWeights.of(config)
     wanted = frozenset(terms)
     w_core = config.rules_core_bonus

@@ -57,7 +57,13 @@ from dsh_chapters_core.search.index import (
     shard_path,
     update_index,
 )
-from dsh_chapters_core.search.packing import AnswerStatus, SearchAnswer, max_lines, pack_results
+from dsh_chapters_core.search.packing import (
+    OVERLAY_MARK,
+    AnswerStatus,
+    SearchAnswer,
+    max_lines,
+    pack_results,
+)
 from dsh_chapters_core.search.passages import (
     Anchor,
     BodyMatch,
@@ -89,6 +95,8 @@ if TYPE_CHECKING:
     from dsh_chapters_core.search.index import IndexUpdate
 
 STATUS_PATH = "cache/search-status.json"  # machine-local, under the store root
+# How the mirror door's index names a store chapter not yet published (search.md "Two doors").
+OVERLAY = OVERLAY_MARK
 NOTES_MAX_BYTES = 256 * 1024  # the notes no query has read yet, at most (then it walks)
 # The change tokens' journal (what the updates since the tokens file was written changed) is
 # kept under this many bytes per token (about an eighth of the tokens file), or 64 KiB for a
@@ -136,6 +144,7 @@ class SearchRequest:
     cross_project: bool = False
     project_key: str = ""  # the caller's; "" searches every project
     snippets: bool = True  # each match's anchor line (`--no-snippets` drops it)
+    explain: bool = False  # each match's score taken apart (`--explain`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +231,9 @@ class SearchService:
     # Told (phase, done, total) while a whole door is read or cached: "read" then "cache".
     # A caller on a terminal draws a progress bar with it; words are the caller's.
     progress: Callable[[str, int, int], None] | None = None
+    # A store chapter's path in the pool mirror once it is published (None: never published);
+    # with it, the mirror door's answers include this machine's unpublished chapters.
+    published_as: Callable[[str], str | None] | None = None
 
     def close(self) -> None:
         for door in self.doors:
@@ -257,6 +269,8 @@ class SearchService:
         if cut.cut:
             request = dataclasses.replace(request, query=query)
         core = self._core_rule_ids()
+        store = self.door(DoorName.STORE)
+        overlay_prefix = store.prefix if store is not None else ""
         rankings: list[DoorRanking] = []
         for door in self.doors:
             limit = max_lines(max_tokens, config, door.prefix)
@@ -264,8 +278,12 @@ class SearchService:
             if ranking.ranked:
                 answer = pack_results(ranking.ranked, max_tokens=max_tokens, config=config,
                                       door=str(door.name), path_prefix=door.prefix,
-                                      total=ranking.total, snippets=request.snippets)
-                return dataclasses.replace(answer, cut=cut if cut.cut else None)
+                                      overlay_prefix=overlay_prefix, total=ranking.total,
+                                      snippets=request.snippets, explain=request.explain)
+                unpublished = (door.cache.count(OVERLAY) if door.cache is not None
+                               and door.name is DoorName.MIRROR else 0)
+                return dataclasses.replace(answer, cut=cut if cut.cut else None,
+                                           unpublished=unpublished)
             rankings.append(ranking)
         documents = sum(r.documents for r in rankings)
         first = self.doors[0] if self.doors else None
@@ -427,12 +445,17 @@ class SearchService:
                                                                   snippet_chars))
             yield item
 
-    @staticmethod
-    def _cut(door: SearchDoor, item: ScoredEntry, words: Sequence[str],
+    def _cut(self, door: SearchDoor, item: ScoredEntry, words: Sequence[str],
              snippet_chars: int) -> Anchor | None:
         entry = item.entry
+        tree, path = door.tree, entry.path
+        if path.startswith(OVERLAY):  # an unpublished chapter: its file is in the store
+            store = self.door(DoorName.STORE)
+            if store is None:
+                return None
+            tree, path = store.tree, path.removeprefix(OVERLAY)
         try:
-            text = door.tree.read(entry.path).decode("utf-8", errors="replace")
+            text = tree.read(path).decode("utf-8", errors="replace")
         except (OSError, ChaptersError):
             return None  # gone since it was indexed: the match stands, without a snippet
         lines = text.split("\n")[max(entry.body_line - 1, 0):]
@@ -545,7 +568,10 @@ class SearchService:
             cache.apply(upserts=delta_rows, removed=(*delta.removed, *delta.skipped),
                         state=new_state)
             return
-        have = {} if reset else dict(cache.shas())
+        # The mirror door's index also holds this machine's unpublished chapters (`OVERLAY`):
+        # they are not the manifest's to remove; `_overlay` keeps them.
+        have = {} if reset else {p: sha for p, sha in cache.shas().items()
+                                 if not p.startswith(OVERLAY)}
         wanted: set[str] = set()
         # Where the manifest lines start, not (path, sha) pairs: a rebuild of a big corpus
         # would hold one of those for every document. The lines are in path order already.
@@ -601,14 +627,19 @@ class SearchService:
         generation = self._generation() if changed is None else ""
         tokens = {} if rebuild else self._load_tokens(door)  # a rebuild reads none of them
         told = self.progress
+        # No index at all yet (files that came from elsewhere): a first build, said so.
+        phase = "build" if not door.tree.fingerprint(MANIFEST_PATH) else "read"
         update = update_index(door.tree, layout=door.layout, reader=door.reader,
                               fingerprints=tokens, rebuild=rebuild, changed=changed,
                               progress=None if told is None else (
-                                  lambda done, total: told("read", done, total)))
+                                  lambda done, total: told(phase, done, total)))
         if door.state is not None and door.state_path and update.fingerprints != tokens:
             self._save_tokens(door, tokens, update, whole=rebuild)
+        before = door.cache.state().get("curation") if door.cache is not None else None
         self._patch_cache(door, update.manifest, update.curation, update.loaded, reset=rebuild,
                           delta=update)
+        if door.name is DoorName.MIRROR:
+            self._overlay(door, rederive=rebuild or before != update.curation.key)
         self._record_generation(door, generation)
         report = RefreshReport(door=door.name, update=update)
         if vocabulary:
@@ -638,9 +669,55 @@ class SearchService:
             report = self.refresh(door)
         else:
             report = None
+            if door.name is DoorName.MIRROR:
+                self._overlay(door)  # the store moved on: its unpublished chapters may have
             self._record_generation(door, generation)
         self._forget_notes(door)
         return report
+
+    def bring_all(self, *, walk: bool = False) -> list[RefreshReport]:
+        """Every door current (see `bring_current`): the store first, as the mirror door takes
+        this machine's unpublished chapters from the store's index. The reports of the doors
+        that were refreshed."""
+        reports = []
+        for door in sorted(self.doors, key=lambda d: d.name is not DoorName.STORE):
+            report = self.bring_current(door, walk=walk)
+            if report is not None:
+                reports.append(report)
+        return reports
+
+    def _overlay(self, mirror: SearchDoor, *, rederive: bool = False) -> None:
+        """§12 "Two doors": a linked search sees everything this machine has. The mirror door's
+        index also holds the store's chapters that the pool does not have yet (their path
+        marked `OVERLAY`), one entry per chapter: a chapter that is published is found at its
+        pool path and leaves the overlay. Never in the mirror's derived files (the pool's)."""
+        store = self.door(DoorName.STORE)
+        if (mirror.cache is None or store is None or store.cache is None
+                or self.published_as is None):
+            return
+        self.ensure_cache(store)
+        shas = dict(mirror.cache.shas())
+        in_pool = {p for p in shas if not p.startswith(OVERLAY)}
+        wanted: dict[str, str] = {}
+        for path, sha in store.cache.chapter_shas().items():
+            twin = self.published_as(path)
+            if twin is not None and twin not in in_pool:
+                wanted[OVERLAY + path] = sha
+        have = {p: sha for p, sha in shas.items() if p.startswith(OVERLAY)}
+        removed = [p for p in have if p not in wanted]
+        fresh = [p for p, sha in wanted.items() if rederive or have.get(p) != sha]
+        if not removed and not fresh:
+            return
+        curation = read_curation(mirror.tree)
+        upserts: list[tuple[SearchEntry, str]] = []
+        for path in fresh:
+            loaded = load_document(store, path.removeprefix(OVERLAY))
+            if loaded is not None:
+                doc, sha = loaded
+                entry = entry_from_document(doc, aliases=curation.aliases,
+                                            pins=curation.pins_of(doc.path))
+                upserts.append((dataclasses.replace(entry, path=path), sha))
+        mirror.cache.apply(upserts=upserts, removed=removed, state={})
 
     def note_written(self, door: SearchDoor, changed: Iterable[str]) -> None:
         """Where documents are written: a writer section that just wrote `changed` notes them

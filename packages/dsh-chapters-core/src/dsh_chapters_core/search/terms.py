@@ -225,8 +225,12 @@ def bound_query(query: str, *, max_chars: int, max_words: int) -> tuple[str, Que
         space = head.rfind(" ")
         text = head[:space] if space > max_chars // 2 else head
     found = query_words(text)
+    if len(found) <= max_words and len(text) == chars:
+        return text, QueryCut(chars, chars, len(found), len(found))
+    # What was typed, counted in one C pass (every word's terms would cost a long paste more).
+    every = max(len({w.casefold() for w in _WORD.findall(query)}), len(found))
     if len(found) <= max_words:
-        return text, QueryCut(chars, len(text), len(found), len(found))
+        return text, QueryCut(chars, len(text), every, len(found))
     # Cut after the word that brings the count to the bound (words are in typed order).
     kept: set[frozenset[str]] = set()
     end = 0
@@ -237,4 +241,4 @@ def bound_query(query: str, *, max_chars: int, max_words: int) -> tuple[str, Que
         kept |= terms
         end = offset + len(word)
     text = text[:end]
-    return text, QueryCut(chars, len(text), len(found), len(query_words(text)))
+    return text, QueryCut(chars, len(text), every, len(query_words(text)))

@@ -35,7 +35,7 @@ from dsh_chapters_core.search.passages import (
     NO_BODY_MATCH,
     BodyMatch,
     PassageRules,
-    passage_score,
+    adjacent_pairs,
     term_ceiling,
 )
 from dsh_chapters_core.search.scorer import ScoredEntry, total_score
@@ -53,8 +53,9 @@ MAX_BATCH = 256
 class TermPostings:
     """One body term's postings over a door: a row per (document, passage) that holds it, in
     document order, then passage order. Per row: the document's id, the passage's index in its
-    document, the term's frequency there and the passage's words. `most` and `shortest` bound
-    every row: no passage holds the term more often, none that holds it is shorter."""
+    document, the term's frequency there, the passage's words and the term's first mention
+    among the passage's terms. `most` and `shortest` bound every row: no passage holds the
+    term more often, none that holds it is shorter."""
 
     docs: Sequence[int]
     passage: Sequence[int]
@@ -62,6 +63,7 @@ class TermPostings:
     length: Sequence[int]
     most: int
     shortest: int
+    mention: Sequence[int] = ()  # per row: the term's first mention among the passage's terms
 
     def rows(self, doc: int) -> range:
         """The rows of `doc` (empty when it does not hold the term)."""
@@ -119,26 +121,49 @@ class BodyQuery:
 
     def best(self, doc: int, facts: DocFacts) -> BodyMatch:
         """The document's best passage, from its rows of each term's postings (the first of
-        equal scores, as `passages.best_passage` picks it)."""
+        equal scores, as `passages.best_passage` picks it). The hot path of a query: the
+        arithmetic is `passages.passage_score`'s, written out in the same order (terms in
+        query order, each passage's sum started at its first term), so the floats agree."""
         q = self.size
-        per: dict[int, list[int]] = {}
-        lengths: dict[int, int] = {}
+        rules = self.rules
+        k1, b, expected, idf = rules.k1, rules.b, self.expected, self.idf
+        bonus, near = rules.phrase_bonus, rules.phrase_terms
+        acc: dict[int, list[float]] = {}  # passage -> [bm25, held, norm]
+        mentions: dict[int, list[int]] = {}
         for i, p in enumerate(self.postings):
             if p is None:
                 continue
-            for row in p.rows(doc):
-                at = p.passage[row]
-                tfs = per.get(at)
-                if tfs is None:
-                    tfs = per[at] = [0] * q
-                    lengths[at] = p.length[row]
-                tfs[i] = p.tf[row]
-        if not per:
+            docs = p.docs
+            lo = bisect.bisect_left(docs, doc)
+            hi = bisect.bisect_right(docs, doc, lo)
+            if lo == hi:
+                continue
+            weight = idf[i]
+            passage, tf, length, mention = p.passage, p.tf, p.length, p.mention
+            for row in range(lo, hi):
+                at = passage[row]
+                t = tf[row]
+                held = acc.get(at)
+                if held is None:
+                    norm = k1 * (1.0 - b + b * length[row] / expected)
+                    held = acc[at] = [0.0, 0, norm]
+                    if bonus:
+                        mentions[at] = [-1] * q
+                held[0] += weight * (t * (k1 + 1.0)) / (t + held[2])
+                held[1] += 1
+                if bonus:
+                    mentions[at][i] = mention[row]
+        if not acc:
             return NO_BODY_MATCH
-        k1, b, expected, idf = self.rules.k1, self.rules.b, self.expected, self.idf
         best, at = -1.0, -1
-        for index in sorted(per):
-            score = passage_score(per[index], lengths[index], idf, k1, b, expected)
+        for index in sorted(acc):
+            bm25, count, _ = acc[index]
+            score = bm25 * count / q
+            if bonus:
+                seen = mentions[index]
+                pairs = sum(1 for i in range(1, q) if seen[i] >= 0 and seen[i - 1] >= 0
+                            and abs(seen[i] - seen[i - 1]) <= near)
+                score += bonus * pairs
             if score > best:
                 best, at = score, index
         return BodyMatch(round(best, 9), at, facts.firsts[at], facts.spans[at])
@@ -173,24 +198,33 @@ def top_matches(
     taken = 0  # how many of `order` are walked (their holders are candidates)
     sums: dict[int, float] = {}  # per candidate: Σ ceiling of the walked terms it holds
     held: dict[int, int] = {}  # per candidate: how many walked terms it holds
+    masks: dict[int, int] = {}  # per candidate: which walked terms it holds (bit i: term i)
+    bonus = rules.phrase_bonus
+
+    def pairs(mask: int) -> int:
+        """The most proximity pairs a passage holding these terms can have."""
+        return adjacent_pairs([bool(mask >> i & 1) for i in range(q)]) if bonus else 0
     done: set[int] = set(excluded)  # scored, or never to be
     waiting: list[tuple[tuple[float, float, str], Hit]] = []  # scored, not yet certain
     heap: list[tuple[float, int]] = []  # (-ceiling, doc) of the candidates not yet scored
 
-    def rest_bound() -> tuple[float, int]:
+    def rest_bound() -> tuple[float, int, int]:
         rest = order[taken:]
-        return sum(upper[i] for i in rest), len(rest)
+        return sum(upper[i] for i in rest), len(rest), sum(1 << i for i in rest)
 
     def outside() -> float:
         """The most a document that is not a candidate can score."""
-        total, n = rest_bound()
-        return w * total * n / q + CEILING_MARGIN if n else -math.inf
+        total, n, rest = rest_bound()
+        if not n:
+            return -math.inf
+        return w * (total * n / q + bonus * pairs(rest)) + CEILING_MARGIN
 
     def ceiling(doc: int) -> float:
-        total, n = rest_bound()
+        total, n, rest = rest_bound()
         s = sums.get(doc, 0.0)
         h = held.get(doc, 0)
-        body_part = w * (s + total) * (h + n) / q if q and (h or n) else 0.0
+        body_part = (w * ((s + total) * (h + n) / q + bonus * pairs(masks.get(doc, 0) | rest))
+                     if q and (h or n) else 0.0)
         return front.get(doc, 0.0) + body_part + CEILING_MARGIN
 
     def rebuild() -> None:
@@ -215,6 +249,7 @@ def top_matches(
                 continue
             sums[doc] = sums.get(doc, 0.0) + c
             held[doc] = held.get(doc, 0) + 1
+            masks[doc] = masks.get(doc, 0) | 1 << i
 
     rebuild()
     batch = FIRST_BATCH

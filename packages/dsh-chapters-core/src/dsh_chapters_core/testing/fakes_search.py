@@ -153,11 +153,13 @@ class MemorySearchIndex:
     def postings(self, terms: Sequence[str]) -> list[TermPostings | None]:
         out: list[TermPostings | None] = []
         for term in terms:
-            rows = [(doc, i, p.tf[term], p.length) for doc in sorted(self.docs)
+            rows = [(doc, i, p.tf[term], p.length, p.mentions()[term])
+                    for doc in sorted(self.docs)
                     for i, p in enumerate(self.docs[doc][2]) if term in p.tf]
             out.append(TermPostings([r[0] for r in rows], [r[1] for r in rows],
                                     [r[2] for r in rows], [r[3] for r in rows],
-                                    max(r[2] for r in rows), min(r[3] for r in rows))
+                                    max(r[2] for r in rows), min(r[3] for r in rows),
+                                    [r[4] for r in rows])
                        if rows else None)
         return out
 
@@ -201,8 +203,12 @@ class MemorySearchIndex:
     def by_paths(self, paths: Iterable[str]) -> list[SearchEntry]:
         return [self.docs[self.by_path[p]][0] for p in paths if p in self.by_path]
 
-    def count(self) -> int:
-        return len(self.docs)
+    def chapter_shas(self) -> Mapping[str, str]:
+        return {e.path: sha for e, sha, _ in self.docs.values()
+                if e.kind is DocumentKind.CHAPTER}
+
+    def count(self, prefix: str = "") -> int:
+        return sum(1 for e, _, _ in self.docs.values() if e.path.startswith(prefix))
 
     def close(self) -> None:
         return None

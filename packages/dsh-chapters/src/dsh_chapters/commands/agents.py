@@ -25,6 +25,12 @@ from dsh_chapters.present import error_text
 from dsh_chapters.services.agents import AppArchive, project_line
 
 AGENTS = ("claude-code", "codex", "dsh")
+# Agents whose MCP configuration is one JSON file (pi and aider read none: install says so).
+MCP_CONFIG_AGENTS = ("gemini-cli", "opencode", "pi", "cursor", "copilot-cli", "aider")
+INSTALL_AGENTS = (*AGENTS, *MCP_CONFIG_AGENTS)
+# The scope an agent's install takes when none is named: its user file, where that is the one
+# the agent's own docs point to.
+DEFAULT_SCOPES = {"copilot-cli": "user"}
 SCOPES = ("project", "user")
 # Claude Code's own kill switch sits past the hook's budget, so our watchdog always speaks first.
 CLAUDE_TIMEOUT_MARGIN_S = 10
@@ -159,7 +165,27 @@ def _emit_changes(inv: Invocation, verb: str, agent: str, scope: str,
              "\n".join(lines))
 
 
+def _mcp_config(args: argparse.Namespace, inv: Invocation, verb: str) -> int:
+    """`install`/`uninstall` gemini-cli|opencode|cursor|copilot-cli (pi, aider: none): the MCP
+    server in the agent's JSON configuration."""
+    if args.agent != "codex" and getattr(args, "enable_hooks", False):
+        raise UsageError(f"--enable-hooks is for Codex; {args.agent} runs no hook of ours",
+                         hint=f"run `chapters {verb} {args.agent}`")
+    scope = str(args.scope or DEFAULT_SCOPES.get(args.agent, "project"))
+    app = inv.app
+    installer = app.factories.mcp_config_installer(app, chapters_command())
+    run = installer.install if verb == "install" else installer.uninstall
+    changes = run(args.agent, scope, app.workspace, _home(inv), inv.env)
+    steps = ([f"next: restart {args.agent} to load the server; `chapters watch` archives its "
+              f"sessions live, `chapters import {args.agent}` at once"] if verb == "install"
+             else ["the archive itself (.dsh-chapters/) is untouched"])
+    _emit_changes(inv, f"{verb}ed", args.agent, scope, changes, steps)
+    return 0
+
+
 def run_install(args: argparse.Namespace, inv: Invocation) -> int:
+    if args.agent in MCP_CONFIG_AGENTS:
+        return _mcp_config(args, inv, "install")
     scope = _scope(args)
     app = inv.app
     if args.agent == "dsh":
@@ -185,6 +211,8 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
 
 
 def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
+    if args.agent in MCP_CONFIG_AGENTS:
+        return _mcp_config(args, inv, "uninstall")
     scope = _scope(args)
     app = inv.app
     installer = _installer(app)
@@ -230,11 +258,21 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                         "server and the SessionStart and Stop hooks in $CODEX_HOME/config.toml; "
                         "the hooks flag only with --enable-hooks. "
                         "dsh: a @deepseek-ai/dsh-mcp-client row in $DSH_HOME/cordis.patch.yml. "
+                        "gemini-cli: the MCP server in .gemini/settings.json (project) or "
+                        "~/.gemini/settings.json (user). opencode: the MCP server in "
+                        "opencode.json (project) or ~/.config/opencode/opencode.json (user). "
+                        "pi reads no MCP configuration: nothing to install. "
+                        "cursor: the MCP server in .cursor/mcp.json (project) or "
+                        "~/.cursor/mcp.json (user). copilot-cli: the MCP server in "
+                        "$COPILOT_HOME/mcp-config.json (user; ~/.copilot) or .github/mcp.json "
+                        "(project). aider reads no MCP configuration. "
                         "A backup is written before the first change; other entries are kept.")
-        parser.add_argument("agent", choices=AGENTS, metavar="claude-code|codex|dsh",
+        parser.add_argument("agent", choices=INSTALL_AGENTS, metavar="|".join(INSTALL_AGENTS),
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
-                            help="claude-code only: this project (default) or your user")
+                            help="claude-code, gemini-cli, opencode, cursor: this project "
+                                 "(default) or your user; copilot-cli: your user (default) or "
+                                 "this project")
         if verb == "install":
             parser.add_argument("--enable-hooks", action="store_true",
                                 help="codex only: also turn on Codex's hooks feature flag "

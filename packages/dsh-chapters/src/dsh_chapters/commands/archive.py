@@ -8,6 +8,8 @@ a transcript is refused with numbers before anything in the store is touched.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,13 @@ class _Progress:
             self.inv.stderr.flush()
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
     reader = app.harnesses.get(args.harness)
@@ -97,13 +106,31 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     progress = _Progress(inv, len(files))
     reports: list[ArchiveReport] = []
     failures: list[tuple[str, str]] = []
-    for done, file in enumerate(files):
-        progress.show(done, Path(file).name)
-        try:
-            final = bool(getattr(args, "final", False)) or finality.is_finished(file, app.config)
-            reports.append(archive_and_log(app, read_guarded(app, reader, file), final=final))
-        except InputError as exc:  # one unreadable session never stops the others
-            failures.append((file, exc.message))
+    counted: set[str] = set()
+    with contextlib.ExitStack() as batch:
+        held = 0  # transcript bytes archived in the open writer section
+        for done, file in enumerate(files):
+            progress.show(done, Path(file).name)
+            if not held:
+                # Sessions are archived a batch to a writer section: as each batch ends, the
+                # search index takes in what it wrote (search.md "The freshness rule").
+                batch.enter_context(app.lock.hold(app.config.lock_timeout_ms / 1000))
+            # A session inside one file (OpenCode's database) is as idle as that file.
+            backing = getattr(reader, "backing_file", None)
+            stands_for = backing(file) if callable(backing) else file
+            try:
+                final = (bool(getattr(args, "final", False))
+                         or finality.is_finished(stands_for, app.config))
+                reports.append(archive_and_log(app, read_guarded(app, reader, file),
+                                               final=final))
+            except InputError as exc:  # one unreadable session never stops the others
+                failures.append((file, exc.message))
+            # A file holding many sessions counts once, with its first.
+            held += max(_size(stands_for) if stands_for not in counted else 0, 1)
+            counted.add(stands_for)
+            if held >= app.config.import_batch_bytes:
+                batch.close()
+                held = 0
     progress.show(len(files), "done")
     progress.close()
     outcome = sync_point(app) if reports else None  # §5.1, as for archive
@@ -207,7 +234,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                     "(DSH event log, Claude Code or Codex transcript) into topic chapters under "
                     ".dsh-chapters/. No model, no network; running it again writes nothing new.")
     archive.add_argument("path", help="the session file (.jsonl)")
-    archive.add_argument("--harness", default=AUTO, metavar="auto|dsh|claude-code|codex",
+    archive.add_argument("--harness", default=AUTO,
+                         metavar="auto|dsh|claude-code|codex|gemini-cli|opencode|pi|cursor|"
+                                 "copilot-cli|aider",
                          help="the file's format (default: auto, from its first bytes)")
     archive.add_argument("--final", action="store_true", help=FINAL_HELP)
     archive.set_defaults(run=run_archive)
@@ -217,9 +246,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description="Archive every DSH session of this project (under $DSH_HOME/sessions, "
                     "by its normalized cwd and the log's own cwd), every Claude Code session of "
                     "this project (matched by its directory) or every Codex rollout whose cwd is "
-                    "this project; with --source, every session file under DIR. Re-running adds "
-                    "no file.")
-    imp.add_argument("harness", metavar="dsh|claude-code|codex", help="whose sessions to import")
+                    "this project; every Gemini CLI, OpenCode, pi, Cursor (transcripts and IDE "
+                    "chats) or Copilot CLI session or Aider chat history of this project "
+                    "(docs/formats.md says where each keeps them); with --source, every session "
+                    "file under DIR. Re-running adds no file.")
+    imp.add_argument("harness",
+                     metavar="dsh|claude-code|codex|gemini-cli|opencode|pi|cursor|copilot-cli|"
+                             "aider",
+                     help="whose sessions to import")
     imp.add_argument("--source", metavar="DIR", help="import the session files under DIR")
     imp.add_argument("--final", action="store_true",
                      help=FINAL_HELP + "; without it, a file idle for sessionFinalAfterMinutes "

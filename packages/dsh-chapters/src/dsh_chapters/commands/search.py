@@ -18,7 +18,7 @@ from dsh_chapters_core.search.packing import AnswerStatus
 from dsh_chapters_core.search.service import SearchRequest
 
 from dsh_chapters.commands.invocation import Invocation
-from dsh_chapters.present import cli_argument, progress_line
+from dsh_chapters.present import cli_argument, progress_line, progress_words
 from dsh_chapters.services.search import (
     EmptyQueryError,
     merge_topics,
@@ -32,15 +32,19 @@ PROGRESS_MIN_FILES = 500  # a smaller index builds before a bar would be read
 
 def progress_bar(inv: Invocation) -> Callable[[str, int, int], None] | None:
     """A bar on stderr while a whole index is built, on a terminal only (never in a pipe,
-    a hook or `--json` output that a program reads)."""
+    a hook or `--json` output that a program reads). A first build says so once, terminal or
+    not: `search: building the search index (2,204 chapters)`."""
     isatty = getattr(inv.stderr, "isatty", None)
-    if isatty is None or not isatty():
-        return None
+    terminal = isatty is not None and isatty()
+    said: set[str] = set()
 
     def draw(phase: str, done: int, total: int) -> None:
-        if total >= PROGRESS_MIN_FILES:
+        if terminal and total >= PROGRESS_MIN_FILES:
             inv.stderr.write(progress_line(phase, done, total) + ("\n" if done >= total else ""))
             inv.stderr.flush()
+        elif phase == "build" and phase not in said:
+            said.add(phase)
+            inv.stderr.write(f"search: {progress_words(phase, total)}\n")
 
     return draw
 
@@ -52,8 +56,9 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
         answer = search_answer(app, on_progress=progress_bar(inv), request=SearchRequest(
             query=query, max_tokens=args.max_tokens, topic=args.topic or "",
             cross_project=args.cross_project, project_key=app.identity.project_key,
-            snippets=not args.no_snippets), on_rebuilt=lambda report: inv.stderr.write(
-                f"search: {report.door} index was missing or unreadable, rebuilt "
+            snippets=not args.no_snippets, explain=args.explain), on_rebuilt=lambda report: None if
+            report.update.first else inv.stderr.write(
+                f"search: the {report.door} index was unreadable and was rebuilt "
                 f"({report.update.manifest.documents} documents)\n"))
     except EmptyQueryError as exc:
         raise UsageError(exc.message, hint='chapters search "<query>" [--topic T]') from None
@@ -128,6 +133,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     search.add_argument("--topic", metavar="T", help="read one whole topic shard")
     search.add_argument("--cross-project", action="store_true",
                         help="search every project in the pool, not just this one")
+    search.add_argument("--explain", action="store_true",
+                        help="take each match's score apart: topics, title, summary, category, "
+                             "core rule and the best passage (with its lines)")
     search.add_argument("--no-snippets", action="store_true",
                         help="leave out each match's `    L<line>: …` anchor line")
     search.set_defaults(run=run_search)

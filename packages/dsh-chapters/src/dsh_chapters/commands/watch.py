@@ -1,10 +1,11 @@
 """`chapters watch`: one foreground process that archives this project's sessions live.
 
-It watches the Claude Code, Codex and DSH session folders through the kernel (inotify, via
-watchfiles: no polling loop), archives the completed turns of a transcript within a few seconds
-of their end, finalizes a session whose file has been idle for `sessionFinalAfterMinutes`, and
-pushes with the debounce of §5.2. SIGTERM (or Ctrl-C) stops it between two archives: an
-archive that has begun always finishes. `--once` archives what is pending and exits.
+It watches the session folders of every agent it reads (Aider's: its history file), through
+the kernel (inotify, via watchfiles: no polling loop), archives the completed turns of a
+transcript within a few seconds of their end, finalizes a session whose file has been idle for
+`sessionFinalAfterMinutes`, and pushes with the debounce of §5.2.
+SIGTERM (or Ctrl-C) stops it between two archives: an archive that has begun always finishes.
+`--once` archives what is pending and exits.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters.commands.invocation import Invocation
 
 ALL = "all"
-BUILT_IN = ("claude-code", "codex", "dsh")
+BUILT_IN = ("claude-code", "codex", "dsh", "gemini-cli", "opencode", "pi", "cursor",
+            "copilot-cli", "aider")
 
 
 @contextlib.contextmanager
@@ -123,7 +125,8 @@ def run_watch(args: argparse.Namespace, inv: Invocation,
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     watch = subparsers.add_parser(
         "watch", parents=[common], help="archive this project's sessions as they are written",
-        description="Watch this project's Claude Code, Codex and DSH session folders "
+        description="Watch this project's Claude Code, Codex, DSH, Gemini CLI, OpenCode, pi, "
+                    "Cursor and Copilot CLI session folders and Aider's chat history "
                     "(inotify; no polling) and archive each completed turn within seconds of "
                     "its end; a session idle for sessionFinalAfterMinutes is archived whole. "
                     "Pushes with the sync debounce. SIGTERM stops it between archives.")

@@ -1,11 +1,12 @@
 """Archive a project's sessions as they are written: the service behind `chapters watch`.
 
 One pass archives every session file of this project that each installed reader discovers
-(Claude Code, Codex, DSH): completed turns only while a file is live (§4.3), its unfinished tail
-too once the file has been idle for `sessionFinalAfterMinutes` (the session is over). Each pass
-that wrote chapters is a sync point (§5.1) with the push debounce of §5.2; a push that was
-deferred is retried at a later wake-up, never by a timer of its own. The watch loop itself is
-the harness adapter's (`dsh_chapters_harness.watch`, inotify through watchfiles).
+(Claude Code, Codex, DSH, Cursor, Copilot CLI, Aider): completed turns only while a file is
+live (§4.3), its unfinished tail too once the file has been idle for `sessionFinalAfterMinutes`
+(the session is over). Each pass that wrote chapters is a sync point (§5.1) with the push
+debounce of §5.2; a push that was deferred is retried at a later wake-up, never by a timer of
+its own. The watch loop itself is the harness adapter's (`dsh_chapters_harness.watch`, inotify
+through watchfiles).
 """
 
 from __future__ import annotations
@@ -54,9 +55,22 @@ class LiveArchive:
         composition root builds them; a plugin's reader is archived, not watched)."""
         return self.app.factories.session_files()
 
+    def _roots(self) -> dict[str, list[Path]]:
+        """Where each watched reader's sessions are written: a built-in reader's folder, or the
+        folders and files a reader names itself (`watch_roots(cwd)`: Cursor, Copilot CLI, and
+        Aider's history file in the repository)."""
+        files = self._files()
+        found: dict[str, list[Path]] = {}
+        for name in self.harnesses:
+            own = getattr(self.app.harnesses[name], "watch_roots", None)
+            if name in files.roots:
+                found[name] = [files.roots[name]]
+            elif callable(own):
+                found[name] = [Path(p) for p in own(str(self.app.workspace))]
+        return found
+
     def roots(self) -> list[Path]:
-        roots = self._files().roots
-        return [roots[name] for name in self.harnesses if name in roots]
+        return [root for roots in self._roots().values() for root in roots]
 
     def discover(self) -> None:
         """This project's session files, per reader (a new file joins at the next call)."""
@@ -73,11 +87,11 @@ class LiveArchive:
             return
         workspace = str(self.app.workspace)
         files = self._files()
-        by_root = {name: files.roots[name] for name in self.harnesses if name in files.roots}
+        by_root = self._roots()
         rediscover = set()
         for path in new:
-            owner = next((n for n, root in by_root.items() if Path(path).is_relative_to(root)),
-                         None)
+            owner = next((n for n, roots in by_root.items()
+                          if any(Path(path).is_relative_to(root) for root in roots)), None)
             if owner == "codex":
                 cwd = files.rollout_cwd(path)
                 if files.same_directory(cwd, workspace):
@@ -88,10 +102,13 @@ class LiveArchive:
                 rediscover.add(owner)
         for name in sorted(rediscover):
             found = set(self.app.harnesses[name].discover(None, workspace))
+            if _names_sessions_inside(self.app.harnesses[name]):
+                for path in found:  # a new session inside a changed database
+                    self.files.setdefault(path, name)
             for path in new:
                 if path in found:
                     self.files.setdefault(path, name)
-                elif Path(path).is_relative_to(by_root[name]) and \
+                elif any(Path(path).is_relative_to(root) for root in by_root[name]) and \
                         b"\n" in files.read_head(path):  # header written, yet not claimed
                     self.foreign.add(path)
 
@@ -102,10 +119,11 @@ class LiveArchive:
             self.adopt(changed)  # a new session file: is it this project's?
         done: list[Archived] = []
         for path, harness in sorted(self.files.items()):
-            stat = _stat(path)
+            backing = _backing_file(self.app.harnesses[harness], path)
+            stat = _stat(backing)
             if stat is None:
                 continue
-            final = is_finished(path, self.app.config)
+            final = is_finished(backing, self.app.config)
             if final and self.finalized.get(path) == stat[1]:
                 continue  # finalized at this very mtime: nothing new, nothing to read
             if not final and changed is not None and path not in changed \
@@ -133,6 +151,18 @@ class LiveArchive:
             return Archived(harness, path, archive_and_log(self.app, transcript, final=final))
         except ChaptersError as exc:  # one unreadable file never stops the watcher
             return Archived(harness, path, error=exc.message)
+
+
+def _backing_file(reader: object, path: str) -> str:
+    """The file whose size and time stand for a session's. A reader whose sessions live inside
+    one file (OpenCode's database: `<db>#<session id>`) says which, by a `backing_file`
+    method; otherwise the session is its file."""
+    backing = getattr(reader, "backing_file", None)
+    return str(backing(path)) if callable(backing) else path
+
+
+def _names_sessions_inside(reader: object) -> bool:
+    return callable(getattr(reader, "backing_file", None))
 
 
 def _stat(path: str) -> tuple[int, float] | None:

@@ -99,9 +99,8 @@ def search_answer(app: App, request: SearchRequest, *,
     service = app.open_search()
     service.progress = on_progress
     try:
-        for door in service.doors:
-            report = service.bring_current(door)  # a walk of stats; reads only what changed
-            if report is not None and report.update.rebuilt and on_rebuilt is not None:
+        for report in service.bring_all():  # reads only what changed
+            if report.update.rebuilt and on_rebuilt is not None:
                 on_rebuilt(report)
         return service.search(request)
     finally:
@@ -109,17 +108,24 @@ def search_answer(app: App, request: SearchRequest, *,
 
 
 def index_written(app: App, paths: list[str]) -> None:
-    """Keep the store door's index current where documents are written (search.md "The
-    freshness rule"): each writer section notes what it wrote, in O(1), as it ends (the
-    composition root hands this to the writer lock), and the next query reads exactly those
-    files instead of walking the store."""
+    """Keep the search index current where documents are written (search.md "The freshness
+    rule"): the composition root hands this to the writer lock, which calls it as each section
+    that wrote ends, still holding the lock. What the section wrote is noted first, then read
+    into the index (and this machine's unpublished chapters into the mirror door's), so the
+    next query builds nothing. If reading fails, the archive stands: the note stays, and the
+    next query reads it."""
     if not paths:
         return
     service = app.open_search()
     try:
         door = service.door(DoorName.STORE)
-        if door is not None:
-            service.note_written(door, paths)
+        if door is None:
+            return
+        service.note_written(door, paths)
+        try:
+            service.bring_all()
+        except Exception:  # a write never fails for its index (§1 inv. 1)
+            return
     finally:
         service.close()
 
@@ -129,8 +135,7 @@ def bring_current(app: App) -> None:
     so the next query walks nothing."""
     service = app.open_search()
     try:
-        for door in service.doors:
-            service.bring_current(door)
+        service.bring_all()
     finally:
         service.close()
 

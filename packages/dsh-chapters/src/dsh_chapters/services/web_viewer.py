@@ -107,8 +107,11 @@ def filtered_search(service: SearchService, request: SearchRequest, filters: Sea
         ranking = service.rank_door(door, request, core_rule_ids=core, limit=None)
         kept = [s for s in ranking.ranked if _keep(s, filters, door.name, harness_of)]
         if kept:
+            store = service.door(DoorName.STORE)
             return pack_results(kept, max_tokens=max_tokens, config=service.config,
-                                door=str(door.name), path_prefix=door.prefix, total=len(kept))
+                                door=str(door.name), path_prefix=door.prefix,
+                                overlay_prefix=store.prefix if store is not None else "",
+                                total=len(kept))
         documents += ranking.documents or len(ranking.ranked)
     first = service.doors[0]
     return pack_results((), max_tokens=max_tokens, config=service.config, door=str(first.name),
@@ -325,10 +328,9 @@ class AppViewer:
     def refresh_now(self) -> None:
         started = time.perf_counter()
         service = self._open()
-        for door in service.doors:
-            # A walk of stats whatever the generation: this pass also finds files put in
-            # the store behind every writer. It reads only what changed.
-            service.bring_current(door, walk=True)
+        # A walk of stats whatever the generation: this pass also finds files put in the
+        # store behind every writer. It reads only what changed.
+        service.bring_all(walk=True)
         self.last_refresh_ms = (time.perf_counter() - started) * 1000
         self._refreshed.set()
 

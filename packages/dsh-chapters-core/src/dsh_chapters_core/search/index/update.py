@@ -61,6 +61,9 @@ class IndexUpdate:
     # The paths whose token this update set or dropped, when it kept count (the delta path);
     # None: compare `fingerprints` with the tokens it was given.
     touched: frozenset[str] | None = None
+    # No index existed before this update (a store that came from elsewhere, or the first
+    # write): it was built, not rebuilt from something unreadable.
+    first: bool = False
 
     @property
     def shard_count(self) -> int:
@@ -99,7 +102,8 @@ def update_index(
                               None if changed is None else list(changed))
         if delta is not None:
             return delta
-    return _update_full(tree, layout, reader, prior, curation, fingerprints, changed, progress)
+    full = _update_full(tree, layout, reader, prior, curation, fingerprints, changed, progress)
+    return dataclasses.replace(full, first=not token) if not token else full
 
 
 class _Tokens(dict[str, str]):
@@ -204,9 +208,14 @@ def _update_delta(
     for old in old_records.values():
         if not old.skipped:
             affected.update(canonical_topics(old, curation))
+    # Each new record's topics once, inverted: a batch of many chapters touches many topics,
+    # and asking every record for every topic was quadratic in the batch.
+    joining: dict[str, list[IndexRecord]] = {}
     for new in changes.values():
         if new is not None and not new.skipped:
-            affected.update(canonical_topics(new, curation))
+            for topic in canonical_topics(new, curation):
+                joining.setdefault(topic, []).append(new)
+    affected.update(joining)
 
     divergent: list[str] = []
     for shard, sha in prior.shards.items():
@@ -221,9 +230,7 @@ def _update_delta(
     written: list[str] = []
     for topic in sorted(affected):
         path = shard_path(topic)
-        members = [new for new in changes.values()
-                   if new is not None and not new.skipped
-                   and topic in canonical_topics(new, curation)]
+        members = joining.get(topic, [])
         if path in prior.shards:  # patched as text: a big topic's rows are never parsed
             data = patch_shard(topic, tree.read(path), changes.keys(), members)
         else:
