@@ -27,7 +27,6 @@ from tests.reliability.fault_proxy import FaultProxy
 from tests.reliability.served_pools import served_pool
 
 
-
 def _kill_at_object(m: Machine, argv: list[str], where: str, number: int) -> bool:
     """`chapters ARGV` parked right after its `number`-th `where` object lands; SIGKILLed there.
     False when it finished first (it had fewer objects of that kind)."""

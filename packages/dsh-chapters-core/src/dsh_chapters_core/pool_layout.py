@@ -135,9 +135,10 @@ def path_problem(path: str | bytes) -> str:
                 break
         else:
             return ""
-    parts = path.split(b"/") if isinstance(path, bytes) else path.split("/")
-    for part in parts:
-        problem = name_problem(part)
+    elements: list[bytes] | list[str] = (
+        path.split(b"/") if isinstance(path, bytes) else path.split("/"))
+    for element in elements:
+        problem = name_problem(element)
         if problem:
             return problem
     return ""
