@@ -16,7 +16,6 @@ the index, which then builds it again over whatever stands there.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -110,6 +109,8 @@ class ServedTree:
     def write_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
         full = os.path.join(self.root, *path.split("/"))
         if os.path.isdir(full) and not os.path.islink(full):
+            import shutil  # on the damage path only (shutil brings bz2 and lzma)
+
             shutil.rmtree(full)  # derived: a directory where the file goes is cleared
         self.inner.write_chunks(path, chunks)
 

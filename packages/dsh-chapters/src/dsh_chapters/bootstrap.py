@@ -221,8 +221,7 @@ def usable_derived_dirs(store_root: Path) -> Path:
     that is not a directory this user can read, write and enter is removed (the next search
     builds it again), and a database that is not a regular file (sqlite would wait forever on
     a FIFO) is removed."""
-    import shutil
-    import stat
+    import stat  # shutil (and its bz2, lzma) only on the damage path: a search never pays it
 
     for name in DERIVED_DIRS:
         path = store_root / name
@@ -234,6 +233,8 @@ def usable_derived_dirs(store_root: Path) -> Path:
             mode = 0
         if stat.S_ISDIR(mode) and os.access(path, os.R_OK | os.W_OK | os.X_OK):
             continue
+        import shutil
+
         try:
             if stat.S_ISDIR(mode):
                 os.chmod(path, 0o700)  # ours: enough to list and remove what is under it
@@ -255,7 +256,12 @@ def usable_derived_dirs(store_root: Path) -> Path:
             db = cache_dir / (name + suffix)
             try:
                 if not stat.S_ISREG(os.lstat(db).st_mode):
-                    (shutil.rmtree if db.is_dir() and not db.is_symlink() else os.unlink)(db)
+                    if db.is_dir() and not db.is_symlink():
+                        import shutil
+
+                        shutil.rmtree(db)
+                    else:
+                        os.unlink(db)
             except OSError:
                 continue
     return cache_dir

@@ -171,9 +171,18 @@ def pending_paths(
     return tuple(sorted(set(out.pool_paths) | set(out.held_back) | set(unpushed)))
 
 
-def _first_chapter(mirror_tree: FileTree, project_key: str, session_id: str) -> bytes | None:
+def _size(tree: FileTree, path: str) -> int:
+    """A file's size when the tree can tell it without reading (-1 when it cannot)."""
+    size = getattr(tree, "size", None)  # an optional capability of a tree (DirectoryTree's)
+    return int(size(path)) if callable(size) else -1
+
+
+def _first_chapter(mirror_tree: FileTree, project_key: str, session_id: str,
+                   max_bytes: int = DEFAULTS.pool_file_max_bytes) -> bytes | None:
     names = sorted(mirror_tree.list(f"chapters/{project_key}/{session_id}/"))
     for name in names:
+        if _size(mirror_tree, name) > max_bytes:
+            continue  # never read whole to learn who wrote the session
         try:
             return mirror_tree.read(name)
         except (ChaptersError, OSError):
@@ -235,7 +244,7 @@ class _CopyIn:
         if sid not in self.owners and any(True for _ in self.store.list(f"{sid}/")):
             return self.harness_id  # archived here before any session.json: ours
         if sid not in self._writers:
-            first = _first_chapter(self.mirror, self.key, sid)
+            first = _first_chapter(self.mirror, self.key, sid, self.limits.max_bytes)
             self._writers[sid] = frontmatter_value(first, "harnessId") if first else ""
         return self._writers[sid]
 
@@ -270,6 +279,11 @@ class _CopyIn:
 
     def judge(self, entry: PoolEntry) -> bytes | None:
         """The bytes to copy, or None after quarantining the file with its reason."""
+        size = _size(self.mirror, entry.pool_path)
+        if size > self.limits.max_bytes:  # refused by its size, never read into memory
+            self.refuse(entry.pool_path, QuarantineCode.SIZE,
+                        f"{size} bytes, over poolFileMaxBytes = {self.limits.max_bytes}")
+            return None
         try:
             data = self.mirror.read(entry.pool_path)
         except (ChaptersError, OSError) as exc:
@@ -305,7 +319,7 @@ class _CopyIn:
         sid = entry.session_id
         if not sid or self.owners.get(sid):
             return
-        first = _first_chapter(self.mirror, self.key, sid)
+        first = _first_chapter(self.mirror, self.key, sid, self.limits.max_bytes)
         harness = frontmatter_value(first, "harness") if first is not None else ""
         writer = self.session_owner(sid)
         self.store.write(f"{sid}/{SESSION_FILE}", session_record(
