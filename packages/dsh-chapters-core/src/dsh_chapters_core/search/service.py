@@ -752,6 +752,10 @@ class SearchService:
             return None
         if door.state is None or not door.notes_path or not door.state.exists(door.notes_path):
             return None
+        if int(generation) - int(indexed) > NOTES_MAX_BYTES:
+            # More numbers than the notes could hold lines (a damaged log restarts them from
+            # the clock): never all noted, and never a set that size in memory.
+            return None
         wanted = set(range(int(indexed) + 1, int(generation) + 1))
         paths: set[str] = set()
         seen: set[int] = set()
