@@ -285,6 +285,67 @@ def others_section() -> list[str]:
     return out
 
 
+def haystack_section() -> list[str]:
+    """One store of the real haystack (benchmarks/haystack.py): the figures the search
+    issues ask for, per size, next to their targets."""
+    path = RESULTS / "haystack.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    sizes = data.get("sizes", {})
+    if not sizes:
+        return []
+    t = data["targets"]
+    names = list(sizes)
+    machine = data.get("machine", {})
+    out = [
+        "## Search in one store of real sessions",
+        "",
+        f"Measured {data.get('at', '')} with `python benchmarks/haystack.py`, on "
+        f"{machine.get('cores', '?')} cores (load {machine.get('load', '?')} at the start), "
+        f"Python {machine.get('python', '?')}, SQLite {machine.get('sqlite', '?')}.",
+        "",
+        "Genuine public Claude Code and Codex transcripts (`../shared/eval/haystack.tsv`, "
+        "1,260 files, 1.4 GB; never committed) imported into ONE workspace with `chapters "
+        "import … --final`, with the four sessions of the question set archived beside them; "
+        "then the 65 questions of `../shared/eval/queries.json`, each as a `chapters search` "
+        "process (the default budget), in process through one composed App (as the MCP server "
+        "holds it), and with `--max-tokens 4000` for recall, next to SQLite FTS5 `bm25()` over "
+        "the same chapter files.",
+        "",
+        "| | " + " | ".join(names) + " | target |",
+        "|---|" + "---|" * len(names) + "---|",
+    ]
+
+    def row(label: str, fn: Callable[[dict[str, Any]], str], target: str) -> None:
+        out.append(f"| {label} | " + " | ".join(fn(sizes[n]) for n in names) + f" | {target} |")
+
+    row("transcripts (MB)", lambda r: f"{r['transcripts']:,} ({r['transcript_mb']:,.0f} MB)", "")
+    row("chapters (MB; median, p90, max KB)", lambda r: (
+        f"{r['chapters']:,} ({r['chapter_mb']:.0f} MB; {r['chapter_kb']['median']:.0f}, "
+        f"{r['chapter_kb']['p90']:.0f}, {r['chapter_kb']['max']:.0f})"), "")
+    row("import", lambda r: f"{r['import_mb_per_s']:.1f} MB/s ({r['import_s']:.0f} s)",
+        f"≥ {t['import_mb_per_s_min']:.0f} MB/s")
+    row("import peak RSS", lambda r: _mb(r["import_rss_mb"]), f"≤ {t['build_rss_mb_max']:.0f} MB")
+    row("first search after the import", lambda r: _s(r["first_search_s"]) + (
+        " (built nothing)" if not r.get("first_search_said") else
+        f" ({r['first_search_said']})"), f"≤ {t['first_search_s_max']:.0f} s")
+    row("search process p50 / p95", lambda r: (
+        f"{_ms(r['process_ms_p50'])} / {_ms(r['process_ms_p95'])}"),
+        f"≤ {t['process_p50_ms_max']:.0f} / {t['process_p95_ms_max']:.0f} ms")
+    row("in process p50 / p95", lambda r: (
+        f"{_ms(r['in_process_ms_p50'])} / {_ms(r['in_process_ms_p95'])}"),
+        f"p50 ≤ {t['in_process_p50_ms_max']:.0f} ms")
+    row("search process peak RSS", lambda r: _mb(r["search_rss_mb"]),
+        f"≤ {t['search_rss_mb_max']:.0f} MB")
+    row("search index on disk", lambda r: _mb(r["index_mb"]), "")
+    row("recall@1 / @3", lambda r: f"{r['recall_at_1']:.2f} / {r['recall_at_3']:.2f}",
+        f"≥ {t['recall_at_1_min']} / ≥ {t['recall_at_3_min']}, above FTS5")
+    row("FTS5 `bm25()` recall@1 / @3", lambda r: (
+        f"{r['fts5']['recall_at_1']:.2f} / {r['fts5']['recall_at_3']:.2f}"), "")
+    return out
+
+
 def write_page() -> Path:
     search = json.loads((RESULTS / "search.json").read_text())
     lines = [
@@ -299,6 +360,8 @@ def write_page() -> Path:
         "sizes: `hatch run bench:python benchmarks/search.py --sizes 1000,10000,100000`.",
         "",
         *search_section(search),
+        "",
+        *haystack_section(),
         "",
         *others_section(),
         "",

@@ -34,6 +34,14 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "archive_scaling": ("archive_scaling.py", [], ["--chapters", "300", "--repeat", "3"]),
     "viewer": ("viewer.py", [], ["--size", "2000", "--samples", "10"]),
     "watch_idle": ("watch_idle.py", [], ["--idle-seconds", "5", "--turns", "2"]),
+    # The real haystack ($DSH_HAYSTACK): every transcript through its reader, and the readers'
+    # speed against main's on its largest files.
+    "format_census": ("format_census.py", ["--docs"], ["--limit", "40"]),
+    "reader_speed": ("reader_speed.py", [], ["--files", "2", "--rounds", "3"]),
+    "redaction": ("redaction.py", [], ["--mb", "10", "--sessions", "3", "--rounds", "1"]),
+    # One store of the real haystack ($DSH_HAYSTACK, $DSH_EVAL_DATA): import, first search,
+    # search processes and in process, recall next to FTS5, at 400 MB and the whole 1.4 GB.
+    "haystack": ("haystack.py", [], ["--sizes", "100"]),
 }
 
 

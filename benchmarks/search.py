@@ -59,7 +59,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # Bump when the generator's output changes, so a cached corpus of the old shape is not reused.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 STORE = ".dsh-chapters"
 HARNESS_ID = "bench"
 FIXTURE = REPO / "tests/fixtures/claude-code/-home-dev-work-acme-api" \
@@ -67,22 +67,19 @@ FIXTURE = REPO / "tests/fixtures/claude-code/-home-dev-work-acme-api" \
 # The fixture's first 68 lines are one task (a logout bug, its fix and a test): one chapter.
 FIXTURE_LINES = 68
 
+# The search-at-scale targets on chapters as long as real ones (the real haystack's figures
+# are benchmarks/haystack.py's): a whole process no slower than `rg -il` at 10k and at least
+# 5x faster at 100k; an update a small share of a rebuild; the build bounded in memory.
 TARGETS: dict[str, dict[str, Any]] = {
-    "process_p50_ms_at_10k": {"size": 10_000, "max": 100.0,
-                              "text": "`chapters search` process median ≤ 100 ms at 10k"},
-    "process_vs_rg_at_10k": {"size": 10_000, "max": 0.5,
-                             "text": "process median ≤ 0.5× `rg -il` at 10k"},
-    "process_p50_ms_at_100k": {"size": 100_000, "max": 150.0,
-                               "text": "`chapters search` process median ≤ 150 ms at 100k"},
-    "rg_vs_process_at_100k": {"size": 100_000, "min": 8.0,
-                              "text": "process ≥ 8× faster than `rg -il` at 100k"},
-    "inprocess_vs_fts5_at_100k": {"size": 100_000, "max": 2.0,
-                                  "text": "in-process median ≤ 2× FTS5 at 100k"},
+    "process_vs_rg_at_10k": {"size": 10_000, "max": 1.0,
+                             "text": "`chapters search` process no slower than `rg -il` at 10k"},
+    "rg_vs_process_at_100k": {"size": 100_000, "min": 5.0,
+                              "text": "process ≥ 5× faster than `rg -il` at 100k"},
     "update_vs_rebuild_at_10k": {"size": 10_000, "max": 0.05,
                                  "text": "update after archiving one chapter ≤ 5% of a full "
                                          "rebuild at 10k"},
-    "build_peak_rss_mb_at_100k": {"size": 100_000, "max": 300.0,
-                                  "text": "full index build peak RSS ≤ 300 MB at 100k"},
+    "build_peak_rss_mb_at_100k": {"size": 100_000, "max": 400.0,
+                                  "text": "full index build peak RSS ≤ 400 MB at 100k"},
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -196,10 +193,11 @@ def long_tail(rnd: random.Random) -> str:
 
 
 def sentence(rnd: random.Random, words: list[str], n: int) -> str:
+    # A fifth of real chapter words are rare (names, ids, numbers, typos): the long tail.
     out = []
     for _ in range(n):
         r = rnd.random()
-        out.append(rnd.choice(words) if r < 0.35 else long_tail(rnd) if r < 0.42
+        out.append(rnd.choice(words) if r < 0.3 else long_tail(rnd) if r < 0.5
                    else rnd.choice(FILLER))
     return " ".join(out).capitalize() + "."
 
@@ -289,8 +287,12 @@ class Generator:
         seq = 0
         while size < target:
             seq += 1
-            prompt = (rnd.choice(USER_TURNS).format_map(slots) + " "
-                      + " ".join(rnd.choices(self.prose, k=rnd.randint(0, 2))))
+            # A prompt is one of the usual questions now and then; mostly it is the session's
+            # own words (real prompts rarely repeat across a store).
+            prompt = (rnd.choice(USER_TURNS).format_map(slots) if rnd.random() < 0.3
+                      else sentence(rnd, [*topics, component, module, slots["camel"]],
+                                    rnd.randint(8, 24)))
+            prompt += " " + " ".join(rnd.choices(self.prose, k=rnd.randint(0, 2)))
             block = [f"## Turn · seq {seq}–{seq + 6} · 2026-{rnd.randint(1, 12):02d}-"
                      f"{rnd.randint(1, 28):02d}T10:00:00Z",
                      f"**User:**\n\n```text\n{prompt}\n```"]
@@ -300,7 +302,9 @@ class Generator:
                 lines = [self.tool_output(slots) for _ in range(
                     1 if rnd.random() < 0.8 else rnd.randint(2, 12))]
                 block.append("← result Bash:\n\n```text\n" + "\n".join(lines) + "\n```")
-            reply = [rnd.choice(ASSISTANT_TURNS).format_map(slots),
+            reply = [rnd.choice(ASSISTANT_TURNS).format_map(slots) if rnd.random() < 0.5
+                     else sentence(rnd, [*topics, slots["snake"], slots["camel"]],
+                                   rnd.randint(10, 30)),
                      " ".join(rnd.choices(self.prose, k=rnd.randint(1, 3))),
                      sentence(rnd, topics, rnd.randint(6, 14))]
             if rare and turn == 0:

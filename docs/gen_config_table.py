@@ -26,8 +26,9 @@ Every tunable of dsh-chapters, with its default and allowed range. Keys are came
 | `.dsh-chapters/config.toml` | the project (machine-local, never published) |
 
 Precedence, lowest first: the defaults below, the user file, the project file, then the
-environment: `DSH_CHAPTERS_HARNESS_ID` overrides `harnessId`. `DSH_HOME` defaults to the
-platform's user data directory for `dsh` (`~/.local/share/dsh` on Linux).
+environment: `DSH_CHAPTERS_HARNESS_ID` overrides `harnessId`. `DSH_HOME` defaults to `~/.dsh`,
+as it does for DSH itself (state an earlier release kept in `~/.local/share/dsh` is still found
+there).
 
 An unknown key or a bad value stops every command with an error that names the key, the file
 and the allowed range, and suggests the nearest key:

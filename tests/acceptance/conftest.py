@@ -5,6 +5,7 @@ from tests.acceptance.steps_agents import *  # noqa: F403
 from tests.acceptance.steps_common import *  # noqa: F403
 from tests.acceptance.steps_enrich import *  # noqa: F403
 from tests.acceptance.steps_finality import *  # noqa: F403
+from tests.acceptance.steps_first_hour import *  # noqa: F403
 from tests.acceptance.steps_pool import *  # noqa: F403
 from tests.acceptance.steps_rules import *  # noqa: F403
 from tests.acceptance.steps_treedx import *  # noqa: F403

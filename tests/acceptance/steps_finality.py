@@ -74,7 +74,7 @@ def one_marked(finished: FinishedSession) -> None:
               if b'\nended: "incomplete-turn"\n' in raw]
     assert len(marked) == 1
     listing = finished.machine.ok("list").out
-    assert listing.count("(ended: incomplete-turn)") == 1
+    assert listing.count("(last turn unfinished)") == 1
 
 
 @when("the session is resumed with one more turn and machine \"A\" archives it again")

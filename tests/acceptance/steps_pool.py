@@ -395,7 +395,7 @@ def status_local_only(make_machine: MakeMachine, name: str, code: str, pending: 
     data = machine.ok("status", "--json").json()["pool"]
     assert data["localOnly"] is True and data["pending"] == pending
     assert data["lastSync"]["failureCode"] == code
-    text = machine.ok("status").out
+    text = " ".join(machine.ok("status").out.split())  # a line past 100 columns folds
     assert "local-only — " in text and f": {code} (" in text and f"· {pending} pending" in text
     assert "next: " in text
 

@@ -94,7 +94,8 @@ def test_a_truncated_final_line_archives_the_complete_lines_and_says_so(
     before = snapshot(ws / ".dsh-chapters", derived=False)
     result = chapters("archive", str(live))
     assert result.code == 0, result.err
-    assert f"read stopped after line {complete}, the last complete one" in result.out
+    assert f"read stopped after line {complete}, the last complete one" in " ".join(
+        result.out.split())  # a long line folds at 100 columns
     after = snapshot(ws / ".dsh-chapters", derived=False)
     assert all(after[path] == digest for path, digest in before.items()
                if path != "logs/chapters.log")

@@ -49,15 +49,18 @@ def test_archive_prints_the_report_and_writes_the_store(ws: Path, chapters: Runn
     result = chapters("archive", str(DSH_FILE))
     assert result.code == 0, result.err
     out = result.out
-    assert f"archived {DSH_FILE} (dsh, session {DSH_SESSION})" in out
+    assert f"archived dsh session {DSH_SESSION[:8]} from {DSH_FILE.name}" in out
     assert f"lines      {DSH_LINES} total · " in out and "malformed" in out
     assert "skipped by rule: " in out
     assert "redactions " in out and "aws-access-key" in out
     assert "screened   " in out
     files = _chapter_files(ws)
     assert f"chapters   {len(files)} written" in out
-    assert out.count("split by: below-threshold") + out.count("split by: chapter-limit") == (
-        len(files) - 1)
+    ids = [f"{DSH_SESSION[:8]}/{n}" for n in range(1, len(files) + 1)]
+    assert all(f"    {i} " in out for i in ids)  # each chapter by the id `list` prints
+    assert all(len(line) <= 100 for line in out.splitlines())
+    wide = chapters("archive", "--wide", "--final", str(DSH_FILE)).out
+    assert f"archived dsh session {DSH_SESSION} from {DSH_FILE}" in wide
     assert (ws / ".dsh-chapters" / DSH_SESSION / "session.json").is_file()
     record = json.loads((ws / ".dsh-chapters" / DSH_SESSION / "session.json").read_text())
     assert record["harnessId"] == "laptop" and record["harness"] == "dsh"
@@ -174,7 +177,7 @@ def test_import_shows_a_progress_bar_on_a_terminal(ws: Path, chapters: Runner) -
 
     inv = Invocation(cwd=ws, json=False, env=dict(os.environ), stdout=io.StringIO(),
                      stderr=_Terminal())
-    args = argparse.Namespace(harness="claude-code", source=str(CLAUDE_DIR))
+    args = argparse.Namespace(harness="claude-code", source=str(CLAUDE_DIR), wide=False)
     assert run_import(args, inv) == 0
     bar = inv.stderr.getvalue()
     assert "\r[" in bar and "] 2/2 " in bar and bar.endswith("\n")
@@ -191,8 +194,12 @@ def test_list_show_and_status(ws: Path, chapters: Runner) -> None:
     assert first["number"] == 1 and first["messages"]["user"] >= 1 and first["topics"]
     assert (ws / first["path"]).is_file()
     text = chapters("list").out.splitlines()
-    assert text[0].startswith("001  ") and first["title"] in text[0] and first["path"] in text[0]
-    assert text[-1].startswith(f"{len(files)} chapter(s) in ")
+    assert text[0].startswith(f"{DSH_SESSION[:8]}  ") and f"{len(files)} chapters" in text[0]
+    assert text[1].startswith(f"  {first['id']} ") and first["id"] == f"{DSH_SESSION[:8]}/1"
+    assert first["title"][:40] in text[1]
+    assert text[-1].startswith(f"{len(files)} chapter(s) in 1 session(s) in ")
+    wide = chapters("list", "--wide").out.splitlines()
+    assert first["path"] in wide[1] and first["title"] in wide[1]
 
     by_number = chapters("show", "1")
     assert by_number.code == 0
@@ -202,7 +209,7 @@ def test_list_show_and_status(ws: Path, chapters: Runner) -> None:
     shown = json.loads(chapters("show", "2", "--json").out)
     assert shown["path"] == listed[1]["path"] and shown["text"].startswith("---\n")
     missing = chapters("show", "999")
-    assert missing.code == 1 and "no chapter matches" in missing.err
+    assert missing.code == 1 and "no chapter '999': no chapter 999 there" in missing.err
 
     status = chapters("status")
     assert status.code == 0
@@ -224,7 +231,8 @@ def test_show_asks_for_the_session_when_a_number_is_ambiguous(ws: Path,
     assert chapters("archive", str(DSH_FILE)).code == 0
     assert chapters("import", "codex", "--source", str(CODEX_DIR)).code == 0
     ambiguous = chapters("show", "001")
-    assert ambiguous.code == 2 and "matches 2 chapters" in ambiguous.err
+    assert ambiguous.code == 2 and "'001' is chapter 1 of 2 sessions: " in ambiguous.err
+    assert f"{DSH_SESSION[:8]}/1" in ambiguous.err
 
 
 def test_an_empty_store_lists_and_reports_plainly(ws: Path, chapters: Runner) -> None:

@@ -1,4 +1,4 @@
-"""A finished session keeps its last turn; a live one keeps the §4.3 clamp; a resumed one adds
+"""A finished session keeps its last turn; a live one holds it back (§4.3); a resumed one adds
 only its new turns, in a chapter linked to the final one, and rewrites nothing."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_a_finished_1_0_session_keeps_every_prompt_and_its_last_reply(
     assert shapes.V1_REPLIES[2] in last
     assert "· ended: incomplete-turn" in last  # the turn heading: what the toc shows
     listing = chapters("list")
-    assert "(ended: incomplete-turn)" in listing.out
+    assert "(last turn unfinished)" in listing.out
     before = snapshot(ws / ".dsh-chapters")
     again = archive(chapters, str(live), "--final")
     assert again["turns"]["archived"] == 0 and again["chapters"] == []
@@ -94,7 +94,11 @@ def test_the_same_file_archived_live_keeps_the_clamp(
 ) -> None:
     report = archive(chapters, str(live))
     assert report["final"] is False and report["ended"] == ""
-    assert "left for the next archive (§4.3)" in report["clamp"]
+    assert "has not ended, so it was held back" in report["clamp"]
+    assert "§" not in report["clamp"]
+    text = chapters("archive", str(live))  # nothing new: the same words, in plain text
+    assert "held back" in text.out and "--final" in text.out
+    assert "clamp" not in text.out and "§" not in text.out
     assert report["turns"]["archived"] == 2
     body = everything(ws)
     assert shapes.V1_REPLIES[1] in body and shapes.V1_REPLIES[2] not in body
@@ -169,9 +173,9 @@ def test_import_treats_an_idle_file_as_finished_and_a_fresh_one_as_live(
     source.mkdir(parents=True)
     idle = source / V1.name
     fresh = source / HEADLESS.name
-    shutil.copyfile(V1, idle)
-    shutil.copyfile(HEADLESS, fresh)
     three_hours_ago = time.time() - 3 * 3600  # past sessionFinalAfterMinutes (120)
+    idle.write_bytes(shapes.restamped(V1.read_bytes(), three_hours_ago))
+    fresh.write_bytes(shapes.restamped(HEADLESS.read_bytes()))  # records of now: live
     os.utime(idle, (three_hours_ago, three_hours_ago))
     result = chapters("import", "claude-code", "--source", str(tmp_path / "source"), "--json")
     assert result.code == 0, result.err
@@ -186,6 +190,24 @@ def test_import_treats_an_idle_file_as_finished_and_a_fresh_one_as_live(
     result = chapters("import", "claude-code", "--source", str(tmp_path / "source"), "--final")
     assert result.code == 0, result.err
     assert shapes.HEADLESS_REPLY in everything(ws)
+
+
+def test_import_treats_a_copy_whose_last_record_is_old_as_finished(
+    ws: Path, chapters: Runner, tmp_path: Path
+) -> None:
+    """Copied from another machine (mtime now), the session ended when its records say: its
+    last turn is archived, and a live copy's held-back turn says how to archive it."""
+    source = tmp_path / "source" / shapes.PROJECT_DIR
+    source.mkdir(parents=True)
+    old = source / HEADLESS.name
+    old.write_bytes(shapes.restamped(HEADLESS.read_bytes(), time.time() - 40 * 86400))
+    live = source / V1.name
+    live.write_bytes(shapes.restamped(V1.read_bytes()))
+    result = chapters("import", "claude-code", "--source", str(tmp_path / "source"))
+    assert result.code == 0, result.err
+    assert shapes.HEADLESS_REPLY in everything(ws)
+    assert "held back" in result.out and "--final" in result.out
+    assert "§" not in result.out and "clamp" not in result.out
 
 
 def test_a_pr_link_becomes_the_chapters_pr_links_and_a_split_line_is_reported(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -44,18 +46,43 @@ def run(ws: Path, home: Path, monkeypatch: pytest.MonkeyPatch,
     return runner(ws, monkeypatch, capsys)
 
 
+_ISO = re.compile(rb'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)"')
+
+
+def _records_of_now(data: bytes) -> bytes:
+    """The fixture's record times moved, order kept, to end a minute ago: a live session
+    (`chapters import` and `watch` take one whose last record is older than
+    sessionFinalAfterMinutes to be over, as a copied transcript is)."""
+    def seconds(stamp: bytes) -> float:
+        return datetime.fromisoformat(stamp.decode().replace("Z", "+00:00")).timestamp()
+
+    shift = time.time() - 60 - max(seconds(m) for m in _ISO.findall(data))
+
+    def moved(match: re.Match[bytes]) -> bytes:
+        when = datetime.fromtimestamp(seconds(match.group(1)) + shift, tz=UTC)
+        return b'"' + when.isoformat(timespec="milliseconds").replace("+00:00", "Z").encode() \
+            + b'"'
+
+    return _ISO.sub(moved, data)
+
+
 def gemini_session(home: Path, ws: Path) -> Path:
     chats = home / ".gemini" / "tmp" / project_hash(str(ws)) / "chats"
     chats.mkdir(parents=True)
     path = chats / "session-2026-01-10T02-08-3c1d5e2a.jsonl"
-    path.write_bytes(fx.gemini_jsonl().data)
+    path.write_bytes(_records_of_now(fx.gemini_jsonl().data))
     return path
 
 
 def opencode_db(home: Path, ws: Path) -> Path:
     root = home / ".local" / "share" / "opencode"
     root.mkdir(parents=True, exist_ok=True)
-    return fx.opencode_database(root / "opencode.db", directory=str(ws), others=2)
+    saved = fx.T0
+    fx.T0 = int((time.time() - 600) * 1000)  # records of now: a live session (above)
+    try:
+        return fx.opencode_database(root / "opencode.db", directory=str(ws), others=2)
+    finally:
+        fx.T0 = saved
 
 
 def pi_session(home: Path, ws: Path) -> Path:

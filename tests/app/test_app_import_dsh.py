@@ -109,7 +109,7 @@ def test_archive_auto_detects_a_zstd_log_still_being_written_and_says_where_it_s
     live.write_bytes(whole[: len(whole) - len(frames[-1]) // 2])  # the last frame half written
     result = chapters("archive", str(live))
     assert result.code == 0, result.err
-    assert f"archived {live} (dsh, session {DSH_LOG.parent.name})" in result.out
+    assert f"archived dsh session {DSH_LOG.parent.name[:8]} from {live.name}" in result.out
     assert "the last line is incomplete" in result.out and "read stopped after line" in result.out
     assert "0 unknown" in result.out
 

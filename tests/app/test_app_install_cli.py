@@ -93,11 +93,13 @@ def test_claude_code_project_install_twice_then_uninstall_is_byte_identical(
     assert not list(workspace.rglob("*.dsh-chapters.bak"))
 
 
-def test_the_installed_command_is_the_script_beside_python_and_runs_as_written(
+def test_the_local_command_is_the_script_beside_python_and_runs_as_written(
     home: Path, workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    chapters(capsys, workspace, "install", "claude-code")
-    data = json.loads((workspace / ".claude" / "settings.json").read_text())
+    """This machine's own files (--scope local, user) name this machine's `chapters` by its
+    full path; the project scope's committed files name `chapters` (test_app_first_hour)."""
+    chapters(capsys, workspace, "install", "claude-code", "--scope", "local")
+    data = json.loads((workspace / ".claude" / "settings.local.json").read_text())
     [ours] = [h for g in data["hooks"]["SessionStart"] for h in g["hooks"]
               if h["command"] != "echo hello"]
     script = Path(sys.executable).parent / "chapters"
@@ -111,7 +113,8 @@ def test_the_installed_command_is_the_script_beside_python_and_runs_as_written(
     assert ran.returncode == 0, ran.stderr
     context = json.loads(ran.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "Project: api · " in context
-    server = json.loads((workspace / ".mcp.json").read_text())["mcpServers"]["dsh-chapters"]
+    projects = json.loads((home / ".claude.json").read_text())["projects"]
+    server = projects[str(workspace)]["mcpServers"]["dsh-chapters"]
     assert [server["command"], *server["args"]] == [*expected.split(" "), "mcp"]
 
 

@@ -50,7 +50,7 @@ def claude_dir(live: LiveArchive, project: str | None = None) -> Path:
 
 def test_a_pass_archives_this_projects_files_and_sorts_new_ones(live: LiveArchive) -> None:
     ours = claude_dir(live) / V1.name
-    ours.write_bytes(V1.read_bytes())
+    ours.write_bytes(shapes.restamped(V1.read_bytes()))  # a live session: records of now
     live.discover()
     [done] = live.pass_over()
     assert done.report is not None and done.report.turns_archived == 2  # live: the clamp
@@ -76,7 +76,7 @@ def test_a_pass_archives_this_projects_files_and_sorts_new_ones(live: LiveArchiv
 
 def test_an_idle_session_is_finalized_once(live: LiveArchive) -> None:
     ours = claude_dir(live) / V1.name
-    ours.write_bytes(V1.read_bytes())
+    ours.write_bytes(shapes.restamped(V1.read_bytes()))
     live.discover()
     live.pass_over()
     wait = seconds_until_idle(live)
@@ -87,6 +87,18 @@ def test_an_idle_session_is_finalized_once(live: LiveArchive) -> None:
     assert done.report is not None and done.report.ended and done.report.turns_archived == 1
     assert live.pass_over(set()) == []  # finalized at this mtime: not read again
     assert seconds_until_idle(live) is None
+
+
+def test_a_file_written_now_whose_records_are_old_is_a_session_that_is_over(
+    live: LiveArchive,
+) -> None:
+    """A transcript copied in (mtime now) whose last record is days old ended long ago."""
+    ours = claude_dir(live) / V1.name
+    ours.write_bytes(shapes.restamped(V1.read_bytes(), time.time() - 3 * 86400))
+    live.discover()
+    [done] = live.pass_over()
+    assert done.report is not None and done.report.final
+    assert done.report.turns_archived == 3 and not done.report.clamp
 
 
 def test_archives_push_with_the_sync_debounce_and_a_deferred_push_goes_out_later(

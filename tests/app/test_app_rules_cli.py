@@ -84,11 +84,14 @@ def test_the_table_has_id_status_category_text_and_provenance(
          "--session", "s-42")
     code, out, _ = _run(workspace, capsys, "rule", "list")
     assert code == 0
-    header, row, summary = out.splitlines()
+    # Too long for one line of 100 columns: the provenance goes under the text.
+    header, row, where, summary = out.splitlines()
     assert header.split()[:4] == ["ID", "STATUS", "CATEGORY", "TEXT"]
-    assert row.startswith(
-        "hostA/001  proposed  git-workflow  Rebase feature branches. Never merge.")
-    assert "(user@hostA, session s-42, " in row
+    assert row == "hostA/001  proposed  git-workflow  Rebase feature branches. Never merge."
+    assert where.strip().startswith("(user@hostA, session s-42, ")
+    assert where.index("(") == row.index("Rebase")
+    wide = _run(workspace, capsys, "rule", "list", "--wide")[1].splitlines()[1]
+    assert wide.startswith(row) and "(user@hostA, session s-42, " in wide
     assert summary == "1 of 1 rules shown · on hostA: 0 core, 1 proposed, 0 revoked"
 
 
@@ -147,8 +150,9 @@ def test_notice_lists_this_sessions_chapters_with_counts_and_the_modified_mark(
     assert "## In flight" in lines and "Writing the retry test." in lines
     assert ("  .dsh-chapters/sess-1/chapters/001-setup.md · 5 messages (assistant 3, user 2)"
             in lines)
-    assert ("  .dsh-chapters/sess-1/chapters/002-retry.md · 5 messages (assistant 3, user 2) · "
-            "⚠ modified since archived") in lines
+    # Past 100 columns: what follows the path goes on the next line, the path stays whole.
+    at = lines.index("  .dsh-chapters/sess-1/chapters/002-retry.md")
+    assert lines[at + 1] == "  5 messages (assistant 3, user 2) · ⚠ modified since archived"
     assert "Elsewhere" not in out
     assert ".dsh-chapters/index/<topic>.md" in out
     assert lines[-1] == "Ancestry: sess-1 → this continuation."
@@ -212,7 +216,9 @@ def test_notice_without_session_lists_the_last_archived_session(
     assert len(links) == data["chapters"]
     for link in links:  # every link opens with a plain read, relative to the workspace
         assert (workspace / link).is_file()
-    assert all(" messages (" in line for line in lines if line.startswith("  .dsh-chapters/"))
+    # each with its message counts, on its line or (past 100 columns) the line under it
+    assert all(" messages (" in line or " messages (" in lines[n + 1]
+               for n, line in enumerate(lines) if line.startswith("  .dsh-chapters/"))
     assert data == _json(workspace, capsys, "notice", "--session", data["session"])
 
 
@@ -289,3 +295,22 @@ def test_a_store_with_no_known_generation_parses_its_rules_only_when_they_change
     rule_file.write_text(rule_file.read_text() + "edited by hand\n")
     assert _run(workspace, capsys, "search", "quokka")[0] == 0
     assert resolved == [1, 1] and _core_cache(workspace)["ids"] == []
+
+
+def test_a_rule_holding_a_credential_is_stored_redacted(workspace: Path, capsys: Capture) -> None:
+    # §9: the rule file, its name, `rule list` and the notice (rules reach every machine).
+    secret = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYzQ8vN3tLs2Hk"
+    key_id = "AKIA" + "QX4TNB7ZLM2KWP9R"
+    code, out, _ = _run(workspace, capsys, "rule", "add", "security",
+                        f"{key_id}: never paste AWS_SECRET_ACCESS_KEY={secret} in chat")
+    assert code == 0 and secret not in out and key_id not in out
+    (rule_file,) = (workspace / ".dsh-chapters" / "rules" / "hostA").glob("001-*.md")
+    assert key_id.lower() not in rule_file.name.lower()
+    text = rule_file.read_text(encoding="utf-8")
+    assert secret not in text and key_id not in text
+    assert "⟦redacted:credential sha256=" in text
+    listed = json.dumps(_json(workspace, capsys, "rule", "list"))
+    assert secret not in listed and key_id not in listed
+    assert _run(workspace, capsys, "rule", "approve", "hostA/001")[0] == 0
+    code, notice, _ = _run(workspace, capsys, "notice")
+    assert code == 0 and secret not in notice and key_id not in notice

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ def turn(n: int, ws: Path) -> list[dict[str, Any]]:
     """One complete Claude Code turn: a prompt, the reply, its turn_duration."""
     base = {"isSidechain": False, "userType": "external", "cwd": str(ws), "sessionId": SESSION,
             "version": "2.1.70", "gitBranch": "main"}
-    stamp = f"2026-11-22T09:{n:02d}:00.000Z"
+    # Records of now: a live session (old record times would make it a session that is over).
+    stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return [
         {**base, "type": "user", "uuid": f"u{n}", "timestamp": stamp,
          "message": {"role": "user", "content": f"Step {n}: rename helper_{n} to tidy_{n}."}},

@@ -194,8 +194,10 @@ def test_a_title_that_begins_the_summary_is_not_said_twice() -> None:
 
 def test_a_chapter_whose_body_changed_is_marked_beside_it() -> None:
     lines = _notice(_session_tree()).splitlines()
-    marked = [line for line in lines if MODIFIED_MARK in line]
-    assert len(marked) == 1 and "002-timeouts-degrade-to-local-only.md" in marked[0]
+    marked = [n for n, line in enumerate(lines) if MODIFIED_MARK in line]
+    assert len(marked) == 1
+    # beside it: on the path's line, or (past 100 columns) on the line right under it
+    assert "002-timeouts-degrade-to-local-only.md" in " ".join(lines[marked[0] - 1:marked[0] + 1])
 
 
 def test_more_chapters_than_the_limit_says_how_many_are_listed() -> None:

@@ -212,7 +212,9 @@ def test_body_is_verbatim_and_deterministic(exchanges: list[tuple[str, str]]) ->
     got = render(c)
     again = render(c)
     assert got == again
-    expected = [("text", t) for pair in exchanges for t in pair]
+    # A blank reply (nothing but whitespace) is not written: it holds nothing to keep.
+    expected = [("text", t) for user, assistant in exchanges
+                for t in (user, *((assistant,) if assistant.strip() else ()))]
     # Texts pass untouched unless a credential pattern happens to match (never here).
     assert parse_fenced_blocks(got.body) == expected
     block, body = split_frontmatter(got.text)
@@ -230,3 +232,21 @@ def test_a_turn_end_reason_is_written_into_the_chapter_and_a_completed_one_is_no
                               project_key="k", harness_id="h", config=DEFAULTS)
     assert rendered.body.count("— turn ended: aborted —") == 1
     assert "turn ended: completed" not in rendered.body and "turn ended: \n" not in rendered.body
+
+
+def test_a_menu_choice_titles_its_chapter_with_the_reply_it_got() -> None:
+    c = Conversation().start().user("c").assistant("Going with option C: a per-client bucket.")
+    got = render(c.end())
+    assert got.title == "c → Going with option C: a per-client bucket."
+    assert got.summary == got.title  # the notice lists it by the same words
+    long_enough = render(Conversation().start().user("fix it").assistant("Done.").end())
+    assert long_enough.title == "fix it"  # titleMinPromptChars (3) is met: the prompt stays
+
+
+def test_an_empty_assistant_block_is_not_written_nor_counted() -> None:
+    c = Conversation().start().user("Run the tests").assistant("")
+    c.call("Bash", {"command": "pytest -q"}, "3 passed").assistant("All three pass.").end()
+    got = render(c)
+    assert got.body.count("**Assistant:**") == 1
+    assert "All three pass." in got.body
+    assert dict(got.messages) == {"assistant": 1, "tool": 1, "user": 1}

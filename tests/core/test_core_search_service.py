@@ -159,7 +159,7 @@ def test_vocabulary_is_shadow_by_default_and_facts_when_applied() -> None:
     shadow = service(store_door(tree)).refresh(store_door(tree), vocabulary=True)
     assert [(c.source, c.target) for c in shadow.candidates] == [("test", "tests")]
     assert "edits/h1/curation.jsonl" not in tree.files
-    assert "vocabulary 1 candidates (shadow)" in status_line(tree, build_index="index")
+    assert "1 topic merges (suggested only)" in status_line(tree, build_index="index")
     applied_cfg = DEFAULTS.replace(vocab_apply=True)
     applied = service(store_door(tree), config=applied_cfg).refresh(store_door(tree),
                                                                       vocabulary=True)

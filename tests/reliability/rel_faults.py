@@ -100,7 +100,11 @@ def _one_case(kind: str, pool: ServedPool, a: Machine, b: Machine, label: str, f
             assert code in expected, f"{kind} {fault} ({phase}): {code}: {words}"
             assert int(line["pending"]) == pending
             status = a.ok("status")
-            sync_line = next(x for x in status.out.splitlines() if x.startswith("sync"))
+            # the sync line, with the lines it folds into past 100 columns
+            rows = status.out.splitlines()
+            at = next(n for n, x in enumerate(rows) if x.startswith("sync"))
+            folded = [rows[at], *(x for x in rows[at + 1:at + 4] if x.startswith("           "))]
+            sync_line = " ".join(" ".join(folded).split())
             assert "local-only" in sync_line and f": {code}" in sync_line, sync_line
             assert f"· {pending} pending" in sync_line, sync_line
             outcome = f"exit 1 ({code}), {pending} pending"

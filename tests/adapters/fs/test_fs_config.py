@@ -127,6 +127,19 @@ def test_every_setting_default_passes_its_own_validation(tmp_path: Path) -> None
 
 def test_dsh_home_env_wins(tmp_path: Path) -> None:
     assert resolve_dsh_home({"DSH_HOME": str(tmp_path)}) == tmp_path
-    default = resolve_dsh_home({})
-    assert default.name == "dsh" and default.is_absolute()
-    assert resolve_dsh_home({"DSH_HOME": ""}) == default
+    home = tmp_path / "home"
+    default = resolve_dsh_home({"HOME": str(home)})
+    assert default == home / ".dsh"  # DSH's own default (home-paths: join(homedir(), '.dsh'))
+    assert resolve_dsh_home({"DSH_HOME": "", "HOME": str(home)}) == default
+
+
+def test_state_an_earlier_release_kept_in_the_platform_data_dir_stays_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    earlier = home / ".local" / "share" / "dsh"
+    (earlier / "dsh-chapters").mkdir(parents=True)
+    assert resolve_dsh_home({"HOME": str(home)}) == earlier
+    (home / ".dsh" / "dsh-chapters").mkdir(parents=True)  # once ~/.dsh has it, ~/.dsh wins
+    assert resolve_dsh_home({"HOME": str(home)}) == home / ".dsh"

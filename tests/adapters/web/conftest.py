@@ -60,7 +60,7 @@ def _marked_chapter(store: Path, harness: str) -> str:
         "kind": "chapter", "title": "Deploy key and the retry budget",
         "summary": "deploy waits on the retry budget", "topics": ["deploy", "retry"],
         "sessionId": MARKED_SESSION, "harnessId": harness, "date": "2026-11-29T10:00:00Z",
-        "messages": {"user": 1, "assistant": 2, "tool": 1},
+        "messages": {"user": 1, "assistant": 2, "tool": 1}, "seqRange": [1, 6],
         "generated": {"title": {"by": "deterministic"},
                       "topics": {"by": "model", "model": "small-1"}},
         "ended": "2026-11-29T10:05:00Z", "prLinks": ["https://example.test/acme/widgets/pull/7"],
@@ -121,7 +121,11 @@ JSON = {"Accept": "application/json"}
 
 # -- a live server and a real browser ---------------------------------------------------------
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's package (`.ci/run` installs it), never a download
+# An installed Chromium, never a download: Debian's package (`.ci/run` installs it), else
+# macOS's (`brew install --cask chromium`), or the one DSH_CHAPTERS_CHROMIUM names.
+CHROMIUM_PLACES = ("/usr/bin/chromium", "/Applications/Chromium.app/Contents/MacOS/Chromium")
+CHROMIUM = os.environ.get("DSH_CHAPTERS_CHROMIUM") or next(
+    (p for p in CHROMIUM_PLACES if Path(p).exists()), CHROMIUM_PLACES[0])
 CHROMIUM_ARGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -185,7 +189,8 @@ def browser_page(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any
     from playwright import sync_api as playwright_api
 
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does)")
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does), "
+                    "on macOS `brew install --cask chromium`, or set DSH_CHAPTERS_CHROMIUM")
     with playwright_api.sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=CHROMIUM,

@@ -93,6 +93,33 @@ def test_a_chapter_shows_markers_provenance_and_opens_an_artifact_inline(
     assert page.url.endswith(two_machines.marked)  # opened in the same view
 
 
+def test_a_folded_tool_call_says_its_command_and_the_frontmatter_reads_as_fields(
+        two_machines: Pool, live_for: LiveFor, browser_page: Any) -> None:
+    live, page = live_for(two_machines.a), browser_page
+    page.goto(f"{live.url}/chapter/{two_machines.marked}")
+    call = page.locator("details.block.tool-call").first
+    assert call.get_attribute("open") is None  # folded, and still says what it did
+    assert call.locator("summary code.detail").inner_text() == "deploy.log"
+    assert "→ tool read_file" in call.locator("summary").inner_text()
+    messages = page.locator("aside.frontmatter dd.field-messages").inner_text()
+    assert "{" not in messages and re.search(r"\d+ user", messages), messages
+    assert "–" in page.locator("aside.frontmatter dd.field-seqRange").inner_text()
+    page.goto(live.url + "/")
+    item = page.locator("ol.chapters li").first
+    assert item.evaluate("li => getComputedStyle(li).listStyleType") == "none"
+    row = item.inner_text()
+    assert re.match(r"^\d+\s+\S", row) and not re.match(r"^\d+\.", row), row  # one number
+    assert not re.match(r"^\d", item.locator("a.chapter-link").inner_text())  # the title alone
+
+
+def test_a_chapter_opens_by_the_id_chapters_list_prints(
+        two_machines: Pool, live_for: LiveFor, browser_page: Any) -> None:
+    live, page = live_for(two_machines.a), browser_page
+    session = two_machines.marked.split("/", 1)[0]
+    page.goto(f"{live.url}/chapter/{session[:8]}/1")
+    assert page.locator("article.chapter h1").inner_text() == "Deploy key and the retry budget"
+
+
 def test_search_and_follow_a_hit_to_the_highlighted_line(
         two_machines: Pool, live_for: LiveFor, browser_page: Any) -> None:
     live, page = live_for(two_machines.a), browser_page
@@ -106,7 +133,8 @@ def test_search_and_follow_a_hit_to_the_highlighted_line(
     assert data["shown"] >= 1 and data["total"] >= data["shown"]
     assert page.locator("#answer .shown").inner_text() == str(data["shown"])
     assert page.locator("#answer .total").inner_text() == str(data["total"])
-    assert page.locator("#answer .door").inner_text() == "mirror"
+    assert page.locator("#answer .door").get_attribute("data-door") == "mirror"
+    assert page.locator("#answer .door").inner_text() == "the pool's copy"
     keep_screenshot(page, "search")
     hit = page.locator("ol.hits a.hit").first
     href = hit.get_attribute("href")

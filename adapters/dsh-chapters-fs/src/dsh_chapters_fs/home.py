@@ -1,4 +1,11 @@
-"""Where user-level state lives: `DSH_HOME` wins, else the platform's data dir for "dsh"."""
+"""Where user-level state lives: `DSH_HOME` wins, else `~/.dsh`, DSH's own default.
+
+DSH keeps its sessions and `cordis.patch.yml` under `$DSH_HOME`, default `~/.dsh`
+(deepseek-harness packages/util/home-paths: `defaultDshHome()` is `join(homedir(), '.dsh')`).
+dsh-chapters keeps its own state beside them, in `$DSH_HOME/dsh-chapters/`, so one variable
+with one default names both. Releases before this one defaulted to the platform's data
+directory (`~/.local/share/dsh` on Linux); a user whose state is only there keeps it there.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 HOME_ENV = "DSH_HOME"
+DEFAULT_HOME = ".dsh"  # under the user's home directory, as DSH's DSH_HOME_DIR_NAME
+STATE_DIR = "dsh-chapters"
 
 
 def resolve_dsh_home(env: Mapping[str, str]) -> Path:
@@ -13,11 +22,17 @@ def resolve_dsh_home(env: Mapping[str, str]) -> Path:
     explicit = env.get(HOME_ENV, "")
     if explicit:
         return Path(explicit).expanduser().absolute()
-    # Imported here: a set DSH_HOME (hooks, tests, the benchmarks) never pays for it.
-    import platformdirs
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    default = home / DEFAULT_HOME
+    if not (default / STATE_DIR).exists():
+        # Imported here: a set DSH_HOME (hooks, tests, the benchmarks) never pays for it.
+        import platformdirs
 
-    return Path(platformdirs.user_data_dir("dsh"))
+        earlier = Path(platformdirs.user_data_dir("dsh"))
+        if (earlier / STATE_DIR).is_dir():
+            return earlier  # credentials and install records written by an earlier release
+    return default
 
 
 def user_config_path(dsh_home: Path) -> Path:
-    return dsh_home / "dsh-chapters" / "config.toml"
+    return dsh_home / STATE_DIR / "config.toml"

@@ -35,7 +35,7 @@ from dsh_chapters_core.search.passages import BodyStats, body_passages
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.topk import DocFacts, TermPostings
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 _U32 = "I" if array("I").itemsize == 4 else "L"
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
@@ -119,29 +119,40 @@ _ROW = 5  # numbers per row: document, passage, frequency, passage words, first 
 
 
 def _blob(rows: array[int]) -> bytes:
-    """A term's rows over a segment, flat, after a head of (rows, most, shortest)."""
-    head = array(_U32, (len(rows) // _ROW, max(rows[2::_ROW]), min(rows[3::_ROW])))
-    return head.tobytes() + rows.tobytes()
+    """A term's rows over a segment: a head of (rows, most, shortest, holders), the distinct
+    documents holding it (its document frequency, without a pass over the rows), then the
+    rows, flat."""
+    docs = rows[0::_ROW]
+    holders = array(_U32, dict.fromkeys(docs))  # in order: the rows are in document order
+    head = array(_U32, (len(docs), max(rows[2::_ROW]), min(rows[3::_ROW]), len(holders)))
+    return head.tobytes() + holders.tobytes() + rows.tobytes()
 
 
-def _unpack(blobs: Iterable[bytes], dead: AbstractSet[int] = frozenset()) -> array[int]:
-    """A term's rows from segment blobs in segment order (so in document order), flat; with
-    `dead`, those documents' rows are dropped (a merge)."""
-    rows = array(_U32)
+def _unpack(blobs: Iterable[bytes],
+            dead: AbstractSet[int] = frozenset()) -> tuple[array[int], array[int]]:
+    """A term's (holders, rows) from segment blobs in segment order (so in document order);
+    with `dead`, those documents' rows are dropped (a merge)."""
+    holders, rows = array(_U32), array(_U32)
     for blob in blobs:
-        rows.frombytes(memoryview(blob)[12:])
-    if dead and not dead.isdisjoint(rows[0::_ROW]):
+        view = memoryview(blob)
+        head = array(_U32)
+        head.frombytes(view[:16])
+        end = 16 + 4 * head[3]
+        holders.frombytes(view[16:end])
+        rows.frombytes(view[end:])
+    if dead and not dead.isdisjoint(holders):
         kept = array(_U32)
         for at in range(0, len(rows), _ROW):
             if rows[at] not in dead:
                 kept.extend(rows[at:at + _ROW])
         rows = kept
-    return rows
+        holders = array(_U32, (d for d in holders if d not in dead))
+    return holders, rows
 
 
-def _postings(rows: array[int]) -> TermPostings:
+def _postings(holders: array[int], rows: array[int]) -> TermPostings:
     return TermPostings(rows[0::_ROW], rows[1::_ROW], rows[2::_ROW], rows[3::_ROW],
-                        max(rows[2::_ROW]), min(rows[3::_ROW]), rows[4::_ROW])
+                        max(rows[2::_ROW]), min(rows[3::_ROW]), rows[4::_ROW], holders)
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -203,18 +214,24 @@ class SqliteSearchIndex:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # derived data: a crash means a rebuild
             # A batch touches the frontmatter rows of every term it holds: enough cache that
             # each page is written once per batch, not once per document.
             db.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
             version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == SCHEMA_VERSION:
+                # An index of this schema: no DDL to run, so a query opens it in a few reads
+                # (the MCP server opens it once a question). WAL mode is kept in the file.
+                lines = db.execute(
+                    "SELECT value FROM settings WHERE key = 'passageLines'").fetchone()
+                if lines is not None and lines[0] == str(self.passage_lines):
+                    return db
             if version not in (0, SCHEMA_VERSION):
                 db.close()
                 self._drop_files()
                 db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000,
                                      isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             lines = db.execute("SELECT value FROM settings WHERE key = 'passageLines'").fetchone()
             if lines is None and not db.execute("SELECT 1 FROM docs LIMIT 1").fetchone():
@@ -440,7 +457,7 @@ class SqliteSearchIndex:
         rows = heapq.merge(*readers, key=lambda r: (r[0], r[1]))
         pending: list[tuple[str, bytes]] = []
         for term, group in itertools.groupby(rows, key=lambda r: r[0]):
-            flat = _unpack((bytes(r[2]) for r in group), dead)
+            _, flat = _unpack((bytes(r[2]) for r in group), dead)
             if flat:
                 pending.append((term, _blob(flat)))
                 total_rows += len(flat) // _ROW
@@ -481,8 +498,8 @@ class SqliteSearchIndex:
         blobs = [bytes(r[0]) for r in self.db.execute(
             f"SELECT data FROM postings WHERE seg IN ({','.join('?' * len(segs))}) "
             "AND term = ? ORDER BY seg", (*segs, term))] if segs else []
-        rows = _unpack(blobs) if blobs else None
-        found = _postings(rows) if rows else None
+        holders, rows = _unpack(blobs) if blobs else (array(_U32), array(_U32))
+        found = _postings(holders, rows) if rows else None
         if len(self._loaded) > 256:
             self._loaded = {}
         self._loaded[term] = found
@@ -498,9 +515,10 @@ class SqliteSearchIndex:
         df: dict[str, int] = {}
         for term in dict.fromkeys(terms):
             p = self._postings(term)
-            # A document holds a term in one row per passage: its documents are the distinct ids.
-            holders = set(p.docs) if p is not None else set()
-            df[term] = len(holders - dead) if dead else len(holders)
+            if p is None:
+                df[term] = 0
+            else:  # the distinct holders, less the documents gone since
+                df[term] = len(p.holders) - (len(dead.intersection(p.holders)) if dead else 0)
         return BodyStats(int(totals.get("=documents", 0)), df, int(totals.get("=passages", 0)),
                          int(totals.get("=words", 0)))
 

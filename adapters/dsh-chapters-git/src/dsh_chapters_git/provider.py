@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dsh_chapters_core.errors import FailureCode, TransportError
 from dsh_chapters_core.ports.transport import (
     HealthFinding,
+    HistoryFile,
     KnowledgeProvider,
     MirrorState,
     ProviderContext,
@@ -24,6 +25,7 @@ from dsh_chapters_core.ports.transport import (
     StageResult,
 )
 from dsh_chapters_core.remote import parse_remote
+from dulwich.repo import Repo
 
 from dsh_chapters_git.failures import (
     BAD_GIT_DATA,
@@ -34,6 +36,7 @@ from dsh_chapters_git.failures import (
     failure,
 )
 from dsh_chapters_git.history import is_ancestor
+from dsh_chapters_git.history_scan import history_files
 from dsh_chapters_git.mirror import Mirror, identity, move_aside, remove_tree
 from dsh_chapters_git.packs import stale_temp_files, sweep_temp_files
 from dsh_chapters_git.trees import UnsafePathError, check_path
@@ -377,6 +380,23 @@ class GitProvider:
                     gone += 1
             return f"removed {gone} half-made clone(s)"
         return ""
+
+    # ---- chapters scan (ports.transport.PoolHistory) -----------------------------------
+    def history_files(self) -> Iterator[HistoryFile]:
+        """The mirror's objects, then a local-path pool's own (commits not pulled yet);
+        read only, no network."""
+        seen: set[bytes] = set()
+        sources = []
+        if os.path.isdir(os.path.join(self.mirror_root, ".git")):
+            sources.append(("mirror", self.mirror_root, False))
+        if isinstance(self._upstream, LocalPool) and os.path.isdir(self._upstream.path):
+            sources.append(("pool", self._upstream.path, True))
+        for where, path, bare in sources:
+            repo = Repo(path, bare=bare)
+            try:
+                yield from history_files(repo, where, seen)
+            finally:
+                repo.close()
 
     def close(self) -> None:
         if self._mirror is not None:

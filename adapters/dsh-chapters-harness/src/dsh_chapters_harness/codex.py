@@ -8,9 +8,16 @@ result like any other), `compacted` and `event_msg`. The conversation is read fr
 `response_item`s; the `event_msg` user and agent messages mirror them and are skipped by a
 named rule, never imported twice. A shell call's output is the JSON text
 `{"output": …, "metadata": {"exit_code": …}}`: its result is the inner text, verbatim, unless
-unwrapping would drop anything. Codex injects
-`<environment_context>` and AGENTS.md (`<user_instructions>`, `# AGENTS.md instructions for`)
-as user messages, and its permissions as developer messages: all host injections.
+unwrapping would drop anything. Codex injects `<environment_context>`, AGENTS.md
+(`<user_instructions>`, `# AGENTS.md instructions` with or without `for <dir>`), plugin lists
+and interrupt notices as user messages (0.142+ put several in one message, one content item
+each), and its permissions as developer messages: all host injections, item by item.
+
+Multi-agent runs (0.145+) deliver a sub-agent's messages as `agent_message` items (and
+`inter_agent_communication` records): archived as marked blocks, the user message of the turn
+they arrive in. `thread_rolled_back` undoes the last user turns: they stay archived verbatim,
+and a marker where the rollback happened names them. `thread_name_updated` names the thread,
+and that name is the chapters' title.
 
 A turn starts at a real user prompt. It is complete at the `event_msg` `task_complete` or
 `turn_aborted` that Codex writes when the turn ends. A rollout from a CLI that writes no task
@@ -59,6 +66,18 @@ EXPECTED = (
 )
 
 TOP_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+# Rollout records of newer CLIs that hold no conversation (codex-rs/history/src/rollout_payload.rs
+# at 5ef96ab2: the RolloutItem wire types), each skipped by its rule. `inter_agent_communication`
+# is imported (a sub-agent's message).
+STATE_RECORDS = {
+    "world_state": "world-state",  # AGENTS.md and environment baseline kept for resuming
+    "inter_agent_communication_metadata": "agent-communication",  # {trigger_turn}
+    "token_usage_record": "token-count",
+    "security_risk_score": "risk-score",
+    "retained_context": "retained-context",  # the host's bookkeeping of what it retained
+    "realtime_item": "realtime-state",  # facts for redrawing a voice session
+}
+AGENT_COMMUNICATION = "inter_agent_communication"
 RESPONSE_ITEM_TYPES = frozenset(
     {
         "message",
@@ -72,8 +91,22 @@ RESPONSE_ITEM_TYPES = frozenset(
         "tool_search_call",
         "tool_search_output",
         "ghost_snapshot",
+        "agent_message",
+        "image_generation_call",
+        "compaction",
+        "context_compaction",
+        "compaction_trigger",
+        "additional_tools",
     }
 )
+# response_item types that hold no conversation of their own.
+_ITEM_RULES = {
+    "ghost_snapshot": "ghost-snapshot",
+    "compaction": "compaction-event",  # the encrypted summary; `compacted` carries the marker
+    "context_compaction": "compaction-event",
+    "compaction_trigger": "compaction-event",
+    "additional_tools": "tool-catalog",  # tools added to the model's list
+}
 TOOL_SEARCH = "tool_search"
 _MIRRORS = frozenset(
     {
@@ -82,6 +115,9 @@ _MIRRORS = frozenset(
         "agent_reasoning",
         "agent_reasoning_raw_content",
         "agent_reasoning_section_break",
+        "injected_message",  # repeats the injected response item
+        "item_completed",  # a plan: its text is the assistant message's, between plan tags
+        "raw_response_item",
     }
 )
 # event_msg types that report progress or state already carried by response_items.
@@ -116,6 +152,46 @@ _STATUS_EVENTS = frozenset(
         "undo_completed",
         "deprecation_notice",
         "rate_limits",
+        # 0.14x: settings, goals, sub-agents, approvals, hooks and other lifecycle events; the
+        # conversation they concern is in the response items
+        "thread_settings_applied",
+        "thread_goal_updated",
+        "sub_agent_activity",
+        "collab_agent_spawn_begin",
+        "collab_agent_spawn_end",
+        "collab_agent_interaction_begin",
+        "collab_agent_interaction_end",
+        "collab_waiting_begin",
+        "collab_waiting_end",
+        "collab_close_begin",
+        "collab_close_end",
+        "collab_resume_begin",
+        "collab_resume_end",
+        "image_generation_begin",
+        "image_generation_end",
+        "guardian_assessment",
+        "guardian_warning",
+        "dynamic_tool_call_request",
+        "dynamic_tool_call_response",
+        "model_reroute",
+        "model_verification",
+        "turn_moderation_metadata",
+        "safety_buffering",
+        "hook_started",
+        "hook_completed",
+        "terminal_interaction",
+        "request_permissions",
+        "request_user_input",
+        "elicitation_request",
+        "exec_approval_request",
+        "apply_patch_approval_request",
+        "patch_apply_updated",
+        "mcp_startup_update",
+        "mcp_startup_complete",
+        "list_skills_response",
+        "skills_update_available",
+        "stream_info",
+        "turn_started",
     }
 )
 _TURN_ENDS = frozenset({"task_complete", "turn_aborted"})
@@ -208,7 +284,7 @@ def _output(payload: dict[str, Any]) -> tuple[str, bool]:
 
 
 def _injection_kind(role: str, text: str) -> InjectionKind | None:
-    """The kind of a host-injected message, or None for a real one."""
+    """The kind of a host-injected message (or content item), or None for a real one."""
     head = text.lstrip()
     if role in ("developer", "system"):
         lower = head[:400].lower()
@@ -217,13 +293,30 @@ def _injection_kind(role: str, text: str) -> InjectionKind | None:
         if "skill" in lower:
             return InjectionKind.SKILL_CATALOG
         return InjectionKind.RUNTIME_CONTEXT
-    if head.startswith("<environment_context>"):
+    if head.startswith(("<environment_context>", "<turn_aborted>")):
         return InjectionKind.RUNTIME_CONTEXT
-    if head.startswith(("<user_instructions>", "# AGENTS.md instructions for")):
-        return InjectionKind.INSTRUCTIONS
+    if head.startswith(("<user_instructions>", "# AGENTS.md instructions")):
+        return InjectionKind.INSTRUCTIONS  # 0.142.5+ write the heading without "for <dir>"
     if head.startswith(("<skills_instructions>", "<available_skills>")):
         return InjectionKind.SKILL_CATALOG
+    if head.startswith("<recommended_plugins>"):
+        return InjectionKind.PLUGIN_NOTICE
     return None
+
+
+def _items(content: Any) -> list[str]:
+    """A message's content items as texts (an image as a short stand-in)."""
+    if isinstance(content, str):
+        return [content]
+    items = []
+    for item in content if isinstance(content, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if isinstance(item.get("text"), str):
+            items.append(item["text"])
+        elif str(item.get("type", "")).endswith("image"):
+            items.append("[image]")
+    return items
 
 
 class _CodexRead:
@@ -240,6 +333,10 @@ class _CodexRead:
         self.root_session_id = ""
         self.cwd = ""
         self.started_at = ""
+        self.git_branch = ""
+        self.version = ""
+        self.title = ""  # the thread's name, when it was given one
+        self.user_turns: list[int] = []  # the seq of each user turn's prompt, rolled back ones out
 
     def handle(self, seq: int, record: dict[str, Any]) -> Outcome:
         kind = record.get("type")
@@ -264,6 +361,11 @@ class _CodexRead:
             if not self.cwd and isinstance(payload.get("cwd"), str):
                 self.cwd = payload["cwd"]
             return skipped("turn-context")
+        if kind in STATE_RECORDS:
+            return skipped(STATE_RECORDS[kind])
+        if kind == AGENT_COMMUNICATION and isinstance(payload, dict):
+            text = payload.get("content")
+            return self._agent_message(seq, time, payload, text if isinstance(text, str) else "")
         # Rollouts of CLIs before the {type, payload} envelope: a bare meta line, bare items.
         if "payload" not in record and kind in RESPONSE_ITEM_TYPES:
             return self._item(seq, time, record)
@@ -283,6 +385,12 @@ class _CodexRead:
             forked = payload.get("forked_from_id")
             if isinstance(forked, str):
                 self.root_session_id = forked
+            git = payload.get("git")
+            if isinstance(git, dict) and isinstance(git.get("branch"), str):
+                self.git_branch = git["branch"]
+        version = payload.get("cli_version")
+        if isinstance(version, str) and version:
+            self.version = version
         instructions = payload.get("instructions")
         if isinstance(instructions, str) and instructions.strip():
             self.turns.ambient(HostInjection(seq, InjectionKind.INSTRUCTIONS, instructions, time))
@@ -310,8 +418,12 @@ class _CodexRead:
             return self._tool_search_call(seq, time, item)
         if kind == "tool_search_output":
             return self._tool_search_output(seq, time, item)
-        if kind == "ghost_snapshot":
-            return skipped("ghost-snapshot")
+        if kind == "agent_message":
+            return self._agent_message(seq, time, item, "\n\n".join(_items(item.get("content"))))
+        if kind == "image_generation_call":
+            return self._call(seq, time, kind, item)
+        if isinstance(kind, str) and kind in _ITEM_RULES:
+            return skipped(_ITEM_RULES[kind])
         return unknown(f"response_item:{kind}")
 
     def _tool_search_call(self, seq: int, time: str, item: dict[str, Any]) -> Outcome:
@@ -346,6 +458,9 @@ class _CodexRead:
         call_id = str(item.get("call_id") or item.get("id") or "")
         if kind == "function_call":
             name, arguments = str(item.get("name", "")), item.get("arguments", "")
+        elif kind == "image_generation_call":  # answered inside the model call: no output item
+            name = "image_generation"
+            arguments = {k: item[k] for k in ("status", "revised_prompt") if k in item}
         elif kind == "custom_tool_call":
             name, arguments = str(item.get("name", "")), item.get("input", "")
         elif kind == "local_shell_call":
@@ -355,36 +470,69 @@ class _CodexRead:
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)
         self.turns.conversation(ToolCall(seq, call_id, name, arguments, time))
-        if kind != "web_search_call":  # answered inside the model call, never by an output item
+        if kind not in ("web_search_call", "image_generation_call"):  # answered in the call
             self.pending.add(call_id)
         return IMPORTED
 
     def _message(self, seq: int, time: str, item: dict[str, Any]) -> Outcome:
         role = item.get("role")
-        text = _content_text(item.get("content"))
         if role == "assistant":
+            text = _content_text(item.get("content"))
             if not text:
                 return skipped("empty-message")
             self.turns.conversation(AssistantMessage(seq, text, time))
             return IMPORTED
         if role not in ("user", "developer", "system"):
             return unknown(f"message:{role}")
-        kind = _injection_kind(role, text)
-        if kind is not None:
-            self.turns.ambient(HostInjection(seq, kind, text, time))
+        items = _items(item.get("content"))
+        if role != "user":
+            text = "\n\n".join(items)
+            self.turns.ambient(HostInjection(seq, _injection_kind(role, text)
+                                             or InjectionKind.RUNTIME_CONTEXT, text, time))
             return IMPORTED
+        # A user message may hold several host injections, one content item each, and the
+        # user's own words in others: each item is sorted by itself.
+        words: list[str] = []
+        for text in items:
+            kind = _injection_kind(role, text)
+            if kind is not None:
+                self.turns.ambient(HostInjection(seq, kind, text, time))
+            else:
+                words.append(text)
+        text = "\n\n".join(words)
+        if len(words) < len(items) and not text.strip():
+            return IMPORTED  # host context only
         if text.lstrip().startswith("<user_shell_command>"):
             self._shell_command(seq, time, text)
             return IMPORTED
         if not text.strip():
             return skipped("empty-message")
-        message = UserMessage(seq, text, time)
+        self._user_words(UserMessage(seq, text, time))
+        return IMPORTED
+
+    def _user_words(self, message: UserMessage) -> None:
         if self.turns.turn_open and self.task_open and self.task_prompted:
             self.turns.conversation(message)  # the user steering a running turn
         else:
             self.pending.clear()  # the last turn's unanswered calls never will be
             self.turns.prompt(message)
             self.task_prompted = True
+            self.user_turns.append(message.seq)
+
+    def _agent_message(self, seq: int, time: str, item: dict[str, Any], text: str) -> Outcome:
+        """A message another agent of a multi-agent run sent this one (`agent_message`
+        {author, recipient, content}; `inter_agent_communication` {author, recipient,
+        content, trigger_turn}): a marked block, the user message of the turn it arrives in."""
+        if not text.strip():
+            return skipped("empty-message")
+        author, recipient = item.get("author"), item.get("recipient")
+        mark = f"[message from agent {author if isinstance(author, str) else '?'}"
+        mark += f" to {recipient}]" if isinstance(recipient, str) else "]"
+        message = UserMessage(seq, f"{mark}\n\n{text}", time)
+        if self.turns.turn_open:
+            self.turns.conversation(message)
+        else:
+            self._user_words(message)
         return IMPORTED
 
     def _shell_command(self, seq: int, time: str, text: str) -> None:
@@ -406,6 +554,14 @@ class _CodexRead:
                 self.pending.clear()
             self.turns.end_here(seq, time)
             return IMPORTED
+        if kind == "thread_rolled_back":
+            return self._rolled_back(seq, time, payload)
+        if kind == "thread_name_updated":
+            name = payload.get("thread_name")
+            if isinstance(name, str) and name.strip():
+                self.title = name.strip()
+                return IMPORTED
+            return skipped("empty-message")
         if kind in _MIRRORS:
             return skipped("event-mirror")
         if kind == "token_count":
@@ -415,6 +571,21 @@ class _CodexRead:
         if kind in _STATUS_EVENTS:
             return skipped("event-status")
         return unknown(f"event_msg:{kind}")
+
+    def _rolled_back(self, seq: int, time: str, payload: dict[str, Any]) -> Outcome:
+        """`{"type": "thread_rolled_back", "num_turns": N}`: the user undid the last N user
+        turns (Codex drops them from the model's context). They stay archived as they were;
+        a marker here names them, so a reader knows they were taken back."""
+        count = payload.get("num_turns")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            return skipped("empty-message")
+        undone = self.user_turns[-count:]
+        del self.user_turns[-count:]
+        span = f" (seq {undone[0]}–{seq - 1})" if undone else ""
+        turns = "1 turn" if count == 1 else f"{count} turns"
+        kind = f"rollback: the user undid {turns}{span}"
+        self.turns.ambient(CompactionMarker(seq, "", time, kind))
+        return IMPORTED
 
     def finish(self) -> None:
         # A CLI without task events never says a turn ended: the last one is complete when it
@@ -477,6 +648,9 @@ class CodexReader:
             cwd=state.cwd,
             source_path=str(path),
             started_at=state.started_at,
+            git_branch=state.git_branch,
+            harness_version=state.version,
+            title=state.title,
         )
 
     def discover(self, source: str | None, cwd: str) -> list[str]:

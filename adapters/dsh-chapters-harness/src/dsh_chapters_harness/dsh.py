@@ -7,12 +7,19 @@ and epoch-ms `time`, or a packed chunk row (`text-chunks`, `reasoning-chunks`,
 `tool-call-chunks`) standing for a run of `assistant/chunk` events.
 
 DSH records its own turns (`turn/start` … `turn/end {reason}`), so a turn is complete exactly at
-its `turn/end`, whatever the reason (§4.3). Host commands are never conversation (§7.2). Host
-context arrives as `user/message` events told apart by their `source` (amendment 2026-09-21):
-workspace instructions, the skill catalog, the system-prompt plugin's runtime snapshot, hook
-and plugin notices (ours included) become host injections, and the compaction plugin's
-checkpoint is the compaction, never a prompt. Every line is accounted: imported, skipped by a
-named rule (the log-only vocabulary DSH documents), unknown by type, or malformed.
+its `turn/end`, whatever the reason (§4.3). A step's answer is its `assistant/message`; a log
+that holds a step only as `assistant/chunk` deltas (DSH 0.1.1 writes answers so) has it
+assembled from its text and reasoning deltas, or from the chunk stream's `block-end` blocks,
+and the step's `finish` chunk ends it as the message would; a last turn whose final step
+finished and whose `turn/end` never came is complete at that `finish`. A header whose format
+`version` this reader does not know is refused by name, never guessed at.
+
+Host commands are never conversation (§7.2). Host context arrives as `user/message` events
+told apart by their `source` (amendment 2026-09-21): workspace instructions, the skill catalog,
+the system-prompt plugin's runtime snapshot, hook and plugin notices (ours included) become
+host injections, and the compaction plugin's checkpoint is the compaction, never a prompt.
+Every line is accounted: imported, skipped by a named rule (the log-only vocabulary DSH
+documents), unknown by type, or malformed.
 """
 
 from __future__ import annotations
@@ -37,11 +44,12 @@ from dsh_chapters_core.events import (
     UserMessage,
 )
 
-from dsh_chapters_harness.dsh_discovery import discover_logs
+from dsh_chapters_harness.dsh_discovery import discover_logs, is_log_name
 from dsh_chapters_harness.dsh_log import ZSTD_MAGIC, is_compressed, open_log, torn_frame
 from dsh_chapters_harness.transcript_lines import (
     IMPORTED,
     MALFORMED,
+    LineLedger,
     Outcome,
     head_records,
     read_records,
@@ -58,6 +66,11 @@ EXPECTED = (
 )
 HEADER = "session"
 _SNIFF_LINES = 8
+# The log format versions this reader knows (`SESSION_FORMAT_VERSION` in DSH's
+# packages/core/session/src/types.ts, 0 up to dsh 0.1.1-rc.2); DSH itself refuses any other.
+KNOWN_FORMAT_VERSIONS = frozenset({0})
+_CHUNK_TEXT_KINDS = {"text-delta": "text", "reasoning-delta": "reasoning"}
+_ROW_KINDS = {"text-chunks": "text", "reasoning-chunks": "reasoning"}
 
 # Packed storage rows: one line standing for a run of `assistant/chunk` delta events. The
 # assembled `assistant/message` of the same step carries the full text, so a row is skipped.
@@ -185,6 +198,44 @@ def _is_dsh_record(record: dict[str, Any]) -> bool:
     )
 
 
+class _Step:
+    """One model step seen as its chunk stream (`assistant/chunk`, packed rows), assembled as
+    DSH's `BlockAssembler` does: deltas per block index, a `block-end` block wins."""
+
+    __slots__ = ("blocks", "final", "finish_line", "finish_seq", "last_seq", "order", "time")
+
+    def __init__(self) -> None:
+        self.order: list[int] = []
+        self.blocks: dict[int, list[Any]] = {}  # index -> [kind, [texts], final block | None]
+        self.finish_seq: int | None = None
+        self.finish_line = 0
+        self.final = False  # finished with no tool call: the turn's answer
+        self.last_seq = 0
+        self.time = ""
+
+    def block(self, index: int, kind: str) -> list[Any]:
+        entry = self.blocks.get(index)
+        if entry is None:
+            entry = self.blocks[index] = [kind, [], None]
+            self.order.append(index)
+        return entry
+
+    def texts(self) -> list[tuple[str, str]]:
+        """(kind, text) of the text and reasoning blocks, in stream order."""
+        out = []
+        for index in self.order:
+            kind, pieces, final = self.blocks[index]
+            if isinstance(final, dict):
+                kind = final.get("type", kind)
+                text = final.get("text")
+                text = text if isinstance(text, str) else ""
+            else:
+                text = "".join(pieces)
+            if kind in ("text", "reasoning") and text.strip():
+                out.append((kind, text))
+        return out
+
+
 class _DshRead:
     """The state of one read: the header's facts, the assembler, open commands, compaction."""
 
@@ -200,6 +251,10 @@ class _DshRead:
         self.runs: dict[str, CommandRun] = {}
         self.summarized: set[str] = set()  # compactionIds whose summary became a marker
         self.after_prune = False  # the previous event was compaction/prune
+        self.steps: dict[tuple[Any, Any], _Step] = {}  # chunk streams not yet settled
+        self.final_finish: tuple[int, str] | None = None  # a last answer with no turn/end
+        self.ledger: LineLedger | None = None  # set by the reader: a chunk line may turn out
+        # to hold the only copy of an answer
 
     # ------------------------------------------------------------------ lines
     def handle(self, line: int, record: dict[str, Any]) -> Outcome:
@@ -221,11 +276,21 @@ class _DshRead:
         if seq < self.seed_length:
             return skipped(SEED_RULE)  # the parent's events: they belong to its chapters
         after_prune, self.after_prune = self.after_prune, False
-        return self._event(kind, seq, iso_time(time), data, record, after_prune)
+        return self._event(kind, seq, iso_time(time), data, record, after_prune, line)
 
     def _header(self, line: int, record: dict[str, Any]) -> Outcome:
         if self.header_seen or line != 1 or not is_header(record):
             return MALFORMED  # the header is the first line, once (format.ts, isHeaderLine)
+        version = record.get("version")
+        if _is_int(version) and version not in KNOWN_FORMAT_VERSIONS:
+            known = ", ".join(str(v) for v in sorted(KNOWN_FORMAT_VERSIONS))
+            raise InputError(
+                f"DSH session {record['id']} uses log format version {version}; this reader "
+                f"knows version {known} (DSH up to 0.1.1-rc.2), so it reads nothing of it "
+                "rather than guess",
+                hint="update dsh-chapters (its DSH reader) to a release that reads this format; "
+                     "the log is left as it is",
+                data={"harness": NAME, "formatVersion": version})
         self.header_seen = True
         self.session_id = record["id"]
         cwd, parent = record.get("cwd"), record.get("parentSession")
@@ -245,11 +310,93 @@ class _DshRead:
             return MALFORMED
         self.last_seq = seq0 + len(members) - 1  # member k is seq0 + k (chunk-rows.ts)
         self.after_prune = False
-        return skipped(SEED_RULE if seq0 < self.seed_length else CHUNK_RULE)
+        if seq0 < self.seed_length:
+            return skipped(SEED_RULE)
+        kind_of_text = _ROW_KINDS.get(kind)
+        if kind_of_text is not None and isinstance(data, dict):
+            step = self._step(data)
+            step.block(data.get("index", 0), kind_of_text)[1].extend(
+                m for m in members if isinstance(m, str))
+            step.last_seq = self.last_seq
+        return skipped(CHUNK_RULE)
+
+    def _step(self, data: dict[str, Any]) -> _Step:
+        key = (data.get("turn"), data.get("step"))
+        step = self.steps.get(key)
+        if step is None:
+            step = self.steps[key] = _Step()
+        return step
+
+    def _chunk(self, line: int, seq: int, time: str, data: dict[str, Any]) -> Outcome:
+        """One `assistant/chunk` event: assembled per step, kept only if no message comes."""
+        chunk = data.get("chunk")
+        if not isinstance(chunk, dict):
+            return skipped(CHUNK_RULE)
+        kind = chunk.get("type")
+        step = self._step(data)
+        step.last_seq, step.time = seq, time
+        index = chunk.get("index", 0)
+        if kind in _CHUNK_TEXT_KINDS:
+            text = chunk.get("text")
+            if isinstance(text, str):
+                step.block(index, _CHUNK_TEXT_KINDS[kind])[1].append(text)
+        elif kind == "block-start":
+            step.block(index, str(chunk.get("blockType", "")))
+        elif kind == "block-end" and isinstance(chunk.get("block"), dict):
+            entry = step.block(index, str(chunk["block"].get("type", "")))
+            if entry[2] is None:  # the first close wins (assembler.ts)
+                entry[2] = chunk["block"]
+        elif kind == "tool-call-delta":
+            step.block(index, "tool-call")
+        elif kind == "finish":
+            reason = chunk.get("reason")
+            why = reason.get("kind") if isinstance(reason, dict) else None
+            step.finish_seq, step.finish_line = seq, line
+            step.final = why != "tool-calls" and all(
+                entry[0] != "tool-call" for entry in step.blocks.values())
+        return skipped(CHUNK_RULE)
+
+    def settle_steps(self, keep: tuple[Any, Any] | None = None, *, at_end: bool = False) -> None:
+        """Steps whose chunks hold the only copy of their answer become its events. At the
+        end of the file a finished step may still get its message (a live log read between
+        the two lines): its answer is kept, but it ends no turn."""
+        for key in [k for k in self.steps if k != keep]:
+            step = self.steps.pop(key)
+            texts = step.texts()
+            if not texts:
+                continue
+            seq = step.finish_seq if step.finish_seq is not None else step.last_seq
+            for kind, text in texts:
+                if kind == "reasoning":
+                    self.turns.conversation(Reasoning(seq, text, step.time))
+                else:
+                    self.turns.conversation(AssistantMessage(seq, text, step.time))
+            if step.finish_line and self.ledger is not None:
+                self.ledger.move(step.finish_line, skipped(CHUNK_RULE), IMPORTED)
+            self.final_finish = (seq, step.time) if step.final and not at_end else None
+
+    def finish(self) -> None:
+        self.settle_steps(at_end=True)
+        if self.final_finish is not None and self.turns.turn_open:
+            last = self.turns.last_conversation
+            seq, time = self.final_finish
+            if last is not None and last.seq <= seq:
+                self.turns.end_here(seq, time)  # the finish of its answer: as turn/end would
 
     # ----------------------------------------------------------------- events
     def _event(self, kind: str, seq: int, time: str, data: dict[str, Any],
-               record: dict[str, Any], after_prune: bool) -> Outcome:
+               record: dict[str, Any], after_prune: bool, line: int = 0) -> Outcome:
+        if kind == "assistant/chunk":
+            return self._chunk(line, seq, time, data)
+        if self.steps:
+            # The step's own message carries its answer; any other event settles the steps
+            # whose message never came (a chunk-only log).
+            self.settle_steps((data.get("turn"), data.get("step"))
+                              if kind == "assistant/message" else None)
+            if kind == "assistant/message":
+                self.steps.pop((data.get("turn"), data.get("step")), None)
+        if kind in ("turn/start", "turn/end", "user/message"):
+            self.final_finish = None
         if kind == "turn/start":
             self.turns.start(seq, time)
             return IMPORTED
@@ -406,7 +553,7 @@ def _compressed_refusal(path: str, exc: InputError) -> InputError:
 def fallback_session_id(path: str) -> str:
     """A header-less log's id: its session directory's name, else the file's stem."""
     p = Path(path)
-    return p.parent.name if p.name.startswith("session.jsonl") else p.name.split(".", 1)[0]
+    return p.parent.name if is_log_name(p.name) else p.name.split(".", 1)[0]
 
 
 class DshReader:
@@ -421,11 +568,16 @@ class DshReader:
 
     def read(self, path: str) -> Transcript:
         state = _DshRead()
+        state.ledger = LineLedger()
         try:
             ledger = read_records(path, state.handle, label=LABEL, expected=EXPECTED,
-                                  open_stream=open_log, stopped_early=torn_frame)
+                                  ledger=state.ledger, open_stream=open_log,
+                                  stopped_early=torn_frame)
         except InputError as exc:
+            if "formatVersion" in exc.data:
+                raise
             raise _compressed_refusal(path, exc) from None
+        state.finish()
         return Transcript(
             session_id=state.session_id or fallback_session_id(path),
             harness=NAME,

@@ -1,7 +1,9 @@
 """Where DSH keeps a workspace's session logs (docs/formats.md, "DSH": on-disk layout).
 
 `$DSH_HOME/sessions/--<normalized-cwd>--/<encoded-id>/session.jsonl.zstd` (or `session.jsonl`
-when compression is off); `$DSH_HOME` defaults to `~/.dsh`. The project directory name is DSH's
+when compression is off); `$DSH_HOME` defaults to `~/.dsh`. Later DSH releases number the log's
+generation in its name, `session.v<N>.jsonl[.zstd]`: a session directory's log is the one of
+the highest generation (an unnumbered name is generation 0). The project directory name is DSH's
 own `projectKey(cwd)`, reproduced here code unit for code unit; it is lossy (two cwds can share a
 directory), so a log belongs to a workspace only when its header's `cwd` is that workspace too.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ from dsh_chapters_harness.discovery import same_directory
 from dsh_chapters_harness.dsh_log import decompressed_head
 
 HOME_ENV = "DSH_HOME"
-LOG_NAMES = ("session.jsonl.zstd", "session.jsonl")
+_LOG_NAME = re.compile(r"session(?:\.v(\d+))?\.jsonl(\.zstd)?")
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _SEPARATORS = frozenset("/\\:")
 _KEY_MAX = 251  # DSH bounds the readable slug for filesystem component limits
@@ -79,14 +82,37 @@ def read_header(path: str | Path) -> dict[str, Any] | None:
     return value if isinstance(value.get("id"), str) else None
 
 
+def is_log_name(name: str) -> bool:
+    """`session.jsonl[.zstd]` or `session.v<N>.jsonl[.zstd]`: a DSH session log's own name."""
+    return _LOG_NAME.fullmatch(name) is not None
+
+
+def _generation(path: Path) -> tuple[int, int]:
+    """A log name's (generation, compressed): the newest generation wins, then zstd (DSH's
+    default encoding) over a plain copy of the same generation."""
+    match = _LOG_NAME.fullmatch(path.name)
+    assert match is not None
+    return int(match.group(1) or 0), 1 if match.group(2) else 0
+
+
+def newest_logs(paths: Iterable[Path]) -> list[Path]:
+    """Of the session logs given, the highest generation's in each session directory."""
+    best: dict[Path, Path] = {}
+    for path in paths:
+        kept = best.get(path.parent)
+        if kept is None or _generation(path) > _generation(kept):
+            best[path.parent] = path
+    return sorted(best.values())
+
+
 def _logs_under(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
-    found = {p for name in LOG_NAMES for p in root.rglob(name) if p.is_file()}
+    candidates = {p for p in root.rglob("*.jsonl") if p.is_file()}
+    candidates |= {p for p in root.rglob("*.jsonl.zstd") if p.is_file()}
+    named = [p for p in candidates if is_log_name(p.name)]
     # `--source DIR` may hold flat copies too: any .jsonl / .jsonl.zstd whose header is DSH's.
-    found |= {p for p in root.rglob("*.jsonl") if p.is_file()}
-    found |= {p for p in root.rglob("*.jsonl.zstd") if p.is_file()}
-    return sorted(found)
+    return sorted(set(newest_logs(named)) | (candidates - set(named)))
 
 
 def discover_logs(source: str | None, cwd: str, env: Mapping[str, str] | None = None) -> list[str]:
@@ -100,7 +126,8 @@ def discover_logs(source: str | None, cwd: str, env: Mapping[str, str] | None = 
         project = sessions / key
         if not project.is_dir():
             continue
-        for path in sorted(p for name in LOG_NAMES for p in project.glob(f"*/{name}")):
+        logs = (p for p in project.glob("*/session*.jsonl*") if is_log_name(p.name))
+        for path in newest_logs(logs):
             header = read_header(path)
             if header is not None and same_directory(str(header.get("cwd", "")), cwd):
                 found.append(str(path))

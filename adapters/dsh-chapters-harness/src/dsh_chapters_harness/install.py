@@ -3,6 +3,11 @@
 Claude Code: three hooks (SessionStart, PreCompact, SessionEnd) merged into `settings.json`, and
 the MCP server in `.mcp.json` (project scope) or `~/.claude.json` (user scope; with
 CLAUDE_CONFIG_DIR set, `$CLAUDE_CONFIG_DIR/settings.json` and `$CLAUDE_CONFIG_DIR/.claude.json`).
+The local scope is Claude Code's own: the hooks in `.claude/settings.local.json` (a file Claude
+Code keeps out of git) and the server under this project's entry of `~/.claude.json`
+(`projects.<path>.mcpServers`, where `claude mcp add --scope local` puts it). The project scope's
+files are committed, so the caller gives them a command every teammate can run (`chapters` on
+the PATH); the user and local scopes are this machine's, and may name an absolute path.
 Codex: the MCP server as a `[mcp_servers.<name>]` table in `config.toml`, and next to it the
 SessionStart and Stop hooks (`[[hooks.<Event>]]` tables). Codex runs hooks only behind a feature
 flag (`[features] hooks = true`; `codex_hooks = true` before the rename): install turns it on
@@ -138,16 +143,22 @@ class Installer:
 
     # ----------------------------------------------------------------- Claude Code
     def claude_targets(self, scope: str, workspace: Path, home: Path,
-                       config_dir: Path | None = None) -> tuple[Path, Path, str]:
-        """(settings.json, MCP file, key of the servers map) for a scope. `config_dir` is
-        CLAUDE_CONFIG_DIR: Claude Code then keeps both user files inside it."""
+                       config_dir: Path | None = None) -> tuple[Path, Path, tuple[str, ...]]:
+        """(settings file, MCP file, keys down to the servers map) for a scope. `config_dir`
+        is CLAUDE_CONFIG_DIR: Claude Code then keeps both user files inside it."""
+        servers = ("mcpServers",)
+        user_mcp = (config_dir if config_dir is not None else home) / ".claude.json"
         if scope == "project":
-            return workspace / ".claude" / "settings.json", workspace / ".mcp.json", "mcpServers"
+            return workspace / ".claude" / "settings.json", workspace / ".mcp.json", servers
+        if scope == "local":
+            return (workspace / ".claude" / "settings.local.json", user_mcp,
+                    ("projects", str(workspace), *servers))
         if scope == "user" and config_dir is not None:
-            return config_dir / "settings.json", config_dir / ".claude.json", "mcpServers"
+            return config_dir / "settings.json", user_mcp, servers
         if scope == "user":
-            return home / ".claude" / "settings.json", home / ".claude.json", "mcpServers"
-        raise ChaptersError(f"unknown scope {scope!r}", hint="use --scope project or --scope user")
+            return home / ".claude" / "settings.json", user_mcp, servers
+        raise ChaptersError(f"unknown scope {scope!r}",
+                            hint="use --scope project, --scope local or --scope user")
 
     def hook_entry(self) -> dict[str, Any]:
         return {"type": "command", "command": " ".join([*map(_shell_quote, self.command), "hook"]),
@@ -163,32 +174,39 @@ class Installer:
         # Refuse before touching anything: both files are checked first.
         settings_raw, settings = _read_json(settings_path)
         mcp_raw, mcp = _read_json(mcp_path)
-        servers = mcp.get(servers_key, {})
-        if not isinstance(servers, dict):
-            raise ChaptersError(f"{mcp_path}: {servers_key} is not an object; nothing was changed",
-                                hint="fix the file by hand, then run install again")
+        servers = _dig(mcp, servers_key)
+        if servers is None:
+            raise ChaptersError(f"{mcp_path}: {'.'.join(servers_key)} is not an object; nothing "
+                                "was changed", hint="fix the file by hand, then run install again")
+        ledger = Ledger.load(self.ledger_path)
+        # An earlier install's entries (another command: an absolute path before this release
+        # wrote `chapters` at project scope) are ours to replace, not a stranger's to refuse.
+        earlier_hook = _earlier_hook(ledger.entries.get(str(settings_path)), settings)
         existing = servers.get(SERVER_NAME)
-        if existing is not None and existing != self.server_entry():
+        mcp_record = ledger.entries.get(str(mcp_path))
+        # a ledger from before it recorded the entry: the file's entry is the one install wrote
+        earlier_server = mcp_record.get("server", existing) if mcp_record else None
+        if existing is not None and existing not in (self.server_entry(), earlier_server):
             raise ChaptersError(
                 f"{mcp_path} already has an MCP server named {SERVER_NAME!r} that install did not "
                 "write; nothing was changed",
                 hint="rename or remove that server, then run install again",
             )
-        ledger = Ledger.load(self.ledger_path)
         changes = [
-            self._merge_hooks(settings_path, settings_raw, settings, ledger),
+            self._merge_hooks(settings_path, settings_raw, settings, ledger, earlier_hook),
             self._merge_server(mcp_path, mcp_raw, mcp, servers_key, ledger),
         ]
         ledger.save()
         return changes
 
     def _merge_hooks(self, path: Path, raw: bytes | None, data: dict[str, Any],
-                     ledger: Ledger) -> Change:
-        hooks = data.setdefault("hooks", {})
-        if not isinstance(hooks, dict):
+                     ledger: Ledger, earlier: str = "") -> Change:
+        if not isinstance(data.setdefault("hooks", {}), dict):
             raise ChaptersError(f"{path}: hooks is not an object; nothing was changed",
                                 hint="fix the file by hand, then run install again")
         ours = self.hook_entry()
+        replaced = bool(earlier) and earlier != ours["command"] and self._strip_hooks(data, earlier)
+        hooks = data.setdefault("hooks", {})
         added: list[str] = []
         for event in CLAUDE_HOOK_EVENTS:
             groups = hooks.setdefault(event, [])
@@ -199,15 +217,23 @@ class Installer:
             added.append(event)
         if not added:
             return Change(str(path), "unchanged", "hooks already installed")
+        record = ledger.entries.get(str(path))
+        if record is not None:
+            record["hook"] = ours["command"]
+        verb = "replaced the earlier hooks with" if replaced else "added hooks"
         return self._write(path, raw, data, ledger, kind="claude-hooks",
-                           detail="added hooks " + ", ".join(added))
+                           detail=f"{verb} " + ", ".join(added))
 
-    def _merge_server(self, path: Path, raw: bytes | None, data: dict[str, Any], key: str,
-                      ledger: Ledger) -> Change:
-        servers = data.setdefault(key, {})
+    def _merge_server(self, path: Path, raw: bytes | None, data: dict[str, Any],
+                      key: tuple[str, ...], ledger: Ledger) -> Change:
+        servers = _dig(data, key, create=True)
+        assert servers is not None  # install_claude refused a non-object before any write
         if servers.get(SERVER_NAME) == self.server_entry():
             return Change(str(path), "unchanged", f"MCP server {SERVER_NAME} already registered")
         servers[SERVER_NAME] = self.server_entry()
+        record = ledger.entries.get(str(path))
+        if record is not None:
+            record["server"] = self.server_entry()
         return self._write(path, raw, data, ledger, kind="claude-mcp",
                            detail=f"registered MCP server {SERVER_NAME}")
 
@@ -216,7 +242,10 @@ class Installer:
         backup = ""
         record = ledger.entries.get(str(path))
         if record is None:
-            record = {"kind": kind, "existed": raw is not None, "createdDirs": _missing_dirs(path)}
+            record = {"kind": kind, "existed": raw is not None, "createdDirs": _missing_dirs(path),
+                      # what this install wrote, so an uninstall by a later `chapters` (another
+                      # command, another path) still knows its own entries
+                      "hook": self.hook_entry()["command"], "server": self.server_entry()}
             if raw is not None:
                 backup_path = path.with_name(path.name + ".dsh-chapters.bak")
                 _atomic_write(backup_path, raw)
@@ -232,9 +261,10 @@ class Installer:
                                                                    config_dir)
         ledger = Ledger.load(self.ledger_path)
         records = [ledger.entries.get(str(p)) for p in (settings_path, mcp_path)]
+        hook, server = ((records[0] or {}).get("hook", ""), (records[1] or {}).get("server"))
         changes = [
-            self._remove(settings_path, ledger, lambda d: self._strip_hooks(d)),
-            self._remove(mcp_path, ledger, lambda d: self._strip_server(d, servers_key)),
+            self._remove(settings_path, ledger, lambda d: self._strip_hooks(d, hook)),
+            self._remove(mcp_path, ledger, lambda d: self._strip_server(d, servers_key, server)),
         ]
         for record, change in zip(records, changes, strict=True):
             if record is not None and change.action == "removed":
@@ -244,12 +274,14 @@ class Installer:
         ledger.save()
         return changes
 
-    def _is_ours(self, hook: Any) -> bool:
+    def _is_ours(self, hook: Any, also: str = "") -> bool:
         """Our hook is known by its command: a changed hookTimeoutMs must not make a second
-        install add it twice, nor hide it from uninstall."""
-        return isinstance(hook, dict) and hook.get("command") == self.hook_entry()["command"]
+        install add it twice, nor hide it from uninstall. `also`: the command an earlier
+        install recorded in the ledger."""
+        commands = {self.hook_entry()["command"], *([also] if also else [])}
+        return isinstance(hook, dict) and hook.get("command") in commands
 
-    def _strip_hooks(self, data: dict[str, Any]) -> int:
+    def _strip_hooks(self, data: dict[str, Any], also: str = "") -> int:
         removed = 0
         hooks = data.get("hooks")
         if not isinstance(hooks, dict):
@@ -261,7 +293,8 @@ class Installer:
             kept = []
             for group in groups:
                 entries = group.get("hooks") if isinstance(group, dict) else None
-                if isinstance(entries, list) and len(entries) == 1 and self._is_ours(entries[0]):
+                if (isinstance(entries, list) and len(entries) == 1
+                        and self._is_ours(entries[0], also)):
                     removed += 1
                     continue
                 kept.append(group)
@@ -273,13 +306,13 @@ class Installer:
             del data["hooks"]
         return removed
 
-    def _strip_server(self, data: dict[str, Any], key: str) -> int:
-        servers = data.get(key)
-        if not isinstance(servers, dict) or servers.get(SERVER_NAME) != self.server_entry():
+    def _strip_server(self, data: dict[str, Any], key: tuple[str, ...],
+                      also: Any = None) -> int:
+        servers = _dig(data, key)
+        if servers is None or servers.get(SERVER_NAME) not in (self.server_entry(), also):
             return 0
         del servers[SERVER_NAME]
-        if not servers:
-            del data[key]
+        _prune(data, key)
         return 1
 
     def _remove(self, path: Path, ledger: Ledger, strip: Any) -> Change:
@@ -428,6 +461,52 @@ class Installer:
         if features:
             removed += " and the [features] lines install added"
         return [Change(str(path), "restored", removed)]
+
+
+# The hook command releases before the ledger recorded it wrote: the `chapters` script's
+# absolute path, or `<python> -m dsh_chapters`, then `hook`.
+_EARLIER_HOOK = re.compile(r"(?:^|/)chapters(?:\.exe)?'? hook$|^\S+ -m dsh_chapters hook$")
+
+
+def _earlier_hook(record: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> str:
+    """The hook command an earlier install of this file wrote: the ledger says, or (for a
+    ledger from before it said) the one command of that form among the file's hooks."""
+    if record is None:
+        return ""
+    if record.get("hook"):
+        return str(record["hook"])
+    hooks = settings.get("hooks")
+    found = {h.get("command") for groups in (hooks.values() if isinstance(hooks, dict) else ())
+             if isinstance(groups, list) for g in groups if isinstance(g, dict)
+             for h in (g.get("hooks") or []) if isinstance(h, dict)
+             and _EARLIER_HOOK.search(str(h.get("command", "")))}
+    return str(found.pop()) if len(found) == 1 else ""
+
+
+def _dig(data: dict[str, Any], keys: Sequence[str], *,
+         create: bool = False) -> dict[str, Any] | None:
+    """The object at `keys` inside `data` ({} when absent), or None when something on the way
+    is not an object; with `create`, missing objects are added on the way."""
+    here = data
+    for key in keys:
+        below = here.get(key)
+        if below is None:
+            below = {}
+            if create:
+                here[key] = below
+        if not isinstance(below, dict):
+            return None
+        here = below
+    return here
+
+
+def _prune(data: dict[str, Any], keys: Sequence[str]) -> None:
+    """Drop the objects at `keys` that are left empty, deepest first (what install added)."""
+    for depth in range(len(keys), 0, -1):
+        parent = _dig(data, keys[:depth - 1])
+        if parent is None or parent.get(keys[depth - 1]) != {}:
+            return
+        del parent[keys[depth - 1]]
 
 
 def _toml(path: Path, text: str, *, after_install: bool = False) -> dict[str, Any]:

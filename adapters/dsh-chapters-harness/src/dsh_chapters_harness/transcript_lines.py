@@ -96,6 +96,22 @@ class LineLedger:
         else:
             self.malformed_lines.append(line_number)
 
+    def move(self, line_number: int, old: Outcome, new: Outcome) -> None:
+        """Count a line already recorded as `old` as `new` instead: a reader learned later what
+        the line held (a queued message sent as the next prompt, a chunk that is an answer's
+        only copy). A split line stays split, counted once; only imported and skipped move."""
+        if line_number in self.split_lines:
+            return
+        for outcome, step in ((old, -1), (new, 1)):
+            if outcome.kind is LineClass.IMPORTED:
+                self.imported += step
+            elif outcome.kind is LineClass.SKIPPED:
+                self.skip_rules[outcome.name] += step
+                if not self.skip_rules[outcome.name]:
+                    del self.skip_rules[outcome.name]
+            else:
+                raise ValueError(f"move: {outcome.kind} lines do not move")
+
     def record_split(self, line_number: int, outcomes: list[Outcome]) -> None:
         """One line that held several records: counted once, as `split`."""
         self.split_lines.append(line_number)

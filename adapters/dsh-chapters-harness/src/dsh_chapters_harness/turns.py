@@ -34,6 +34,7 @@ from dsh_chapters_core.events import (
 )
 
 ConversationEvent = UserMessage | AssistantMessage | Reasoning | ToolCall | ToolResult
+_CONVERSATION = (UserMessage, AssistantMessage, Reasoning, ToolCall, ToolResult)
 
 
 class TurnAssembler:
@@ -82,6 +83,24 @@ class TurnAssembler:
                     self._last_conversation = new
                 return
         raise ValueError("amend: the event is not in this transcript")
+
+    def retract(self, event: Event) -> None:
+        """Take back an event collected earlier (a queued message that turned out to be sent
+        as the next prompt): the turn boundaries already placed stay where they are."""
+        for index in range(len(self._events) - 1, -1, -1):
+            if self._events[index] is event:
+                del self._events[index]
+                break
+        else:
+            raise ValueError("retract: the event is not in this transcript")
+        if self._last_conversation is event:
+            self._last_conversation = None
+            for earlier in reversed(self._events):
+                if earlier is self._opened_at:
+                    break
+                if isinstance(earlier, _CONVERSATION):
+                    self._last_conversation = earlier
+                    break
 
     def end_here(self, seq: int, time: str = "", reason: str = "") -> None:
         """The harness recorded the end of the turn on this line (and why, if not completed)."""

@@ -17,10 +17,11 @@ from pathlib import Path
 import watchfiles
 from watchfiles._rust_notify import RustNotify
 
-# JSON lines; Gemini CLI's session documents and OpenCode's JSON storage (.json); OpenCode's
-# database, whose writes land in its write-ahead log first (.db, .db-wal); the Cursor IDE's
-# database likewise (.vscdb, .vscdb-wal).
-_SESSION_SUFFIXES = (".jsonl", ".json", ".db", ".db-wal", ".vscdb", ".vscdb-wal")
+# JSON lines, and DSH's, compressed by default (.jsonl.zstd); Gemini CLI's session documents
+# and OpenCode's JSON storage (.json); OpenCode's database, whose writes land in its
+# write-ahead log first (.db, .db-wal); the Cursor IDE's database likewise (.vscdb, .vscdb-wal).
+_SESSION_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json", ".db", ".db-wal", ".vscdb",
+                     ".vscdb-wal")
 
 
 def _session_file(change: watchfiles.Change, path: str) -> bool:

@@ -9,6 +9,7 @@ stub); any other line is kept as prose, never dropped.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -45,6 +46,7 @@ class Block:
     label: str
     lines: tuple[Line, ...]
     artifact: str = ""  # store-relative artifact path, for `artifact` blocks
+    detail: str = ""  # a tool call's command or path, shown on its folded line
 
     @property
     def first(self) -> int:
@@ -132,7 +134,8 @@ def parse_chapter(text: str) -> ChapterView:
                 i += 1
         elif tool:
             flush()
-            blocks.append(Block("tool-call", tool.group(1), (Line(i + 1, line),)))
+            blocks.append(Block("tool-call", tool.group(1), (Line(i + 1, line),),
+                                detail=tool_detail(tool.group(2))))
             i += 1
         elif result:
             flush()
@@ -165,6 +168,64 @@ def parse_chapter(text: str) -> ChapterView:
     return ChapterView(frontmatter, skip, tuple(blocks))
 
 
+# The argument that says what a call did, in the order the tools' own inputs name it: a shell
+# command (Claude Code's Bash, Codex's shell, DSH's exec), a file (Read, Edit, Write), a search.
+_DETAIL_KEYS = ("command", "cmd", "file_path", "path", "notebook_path", "pattern", "url",
+                "query", "description", "prompt")
+DETAIL_CHARS = 160  # the folded line's share of the page; the whole call is one click away
+
+
+def tool_detail(arguments: str) -> str:
+    """A tool call's command or path, from its rendered arguments (the core writes them as one
+    JSON object); "" when none is recognized. Only the folded line uses it: the verbatim line
+    stays under the fold."""
+    try:
+        data = json.loads(arguments)
+    except ValueError:
+        return _cut(arguments.strip())
+    if not isinstance(data, dict):
+        return ""
+    for key in _DETAIL_KEYS:
+        value = data.get(key)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            value = " ".join(value)  # Codex's shell command is an argv
+        if isinstance(value, str) and value.strip():
+            return _cut(" ".join(value.split()))
+    return ""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1].rstrip() + "…"
+
+
+def frontmatter_fields(frontmatter: dict[str, Any]) -> list[tuple[str, str]]:
+    """The frontmatter as (name, value) fields a person reads: counts as `7 user · 3 tool`, a
+    range as `31–48`, lists joined; the fields the page shows on their own are left out."""
+    fields: list[tuple[str, str]] = []
+    for key, value in frontmatter.items():
+        if key in _OWN_FIELDS:
+            continue
+        fields.append((key, field_text(key, value)))
+    return fields
+
+
+_ROLE_ORDER = {"user": 0, "assistant": 1, "tool": 2}
+_OWN_FIELDS = frozenset({"topics", "generated", "ended", "prLinks", "title", "summary"})
+
+
+def field_text(key: str, value: Any) -> str:
+    if key == "seqRange" and isinstance(value, list) and len(value) == 2:
+        return f"{value[0]}–{value[1]}"
+    if isinstance(value, dict):
+        if all(isinstance(v, int) for v in value.values()):  # counts: people first, as `list`
+            order = sorted(value, key=lambda k: (_ROLE_ORDER.get(str(k), len(_ROLE_ORDER)), k))
+            return " · ".join(f"{value[k]} {k}" for k in order)
+        return " · ".join(f"{k}: {field_text(str(k), v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(field_text(key, v) for v in value)
+    return str(value)
+
+
 def plain_lines(text: str) -> tuple[Line, ...]:
     """An artifact (or any non-chapter file): every line, numbered, nothing recognized."""
     lines = text.split("\n")
@@ -178,10 +239,10 @@ def mark_line(text: str) -> Markup:
     such (§9): they are the archive saying "something was here", not transcript text."""
     escaped = str(escape(text))
     escaped = MARKER_PATTERN.sub(
-        lambda m: f'<mark class="redaction" title="a credential was redacted (§9)">'
+        lambda m: f'<mark class="redaction" title="a credential was redacted here">'
                   f"{m.group(0)}</mark>", escaped)
     escaped = OMISSION_PATTERN.sub(
-        lambda m: f'<mark class="screened" title="host-injected context, screened (§9)">'
+        lambda m: f'<mark class="screened" title="context the agent host injected, left out">'
                   f"{m.group(0)}</mark>", escaped)
     return Markup(escaped)
 

@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, quote, urlencode
 from dsh_chapters_core.errors import ChaptersError, RefusalError, UsageError
 from dsh_chapters_core.ports.viewer import SearchFilters, Viewer
 from dsh_chapters_core.reading import check_relative
+from dsh_chapters_core.search.packing import SOURCE_WORDS
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
 from markupsafe import Markup
@@ -38,7 +39,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from dsh_chapters_web.chapter_view import iter_markers, mark_line, parse_chapter, plain_lines
+from dsh_chapters_web.chapter_view import (
+    frontmatter_fields,
+    iter_markers,
+    mark_line,
+    parse_chapter,
+    plain_lines,
+)
 from dsh_chapters_web.guard import CSRF_FIELD, CSRF_HEADER, HostGuard, csrf_matches
 
 PACKAGE_DIR = Path(__file__).parent
@@ -92,6 +99,8 @@ class Site:
         self.env.filters["mark_line"] = mark_line
         self.env.filters["urlpath"] = lambda path: quote(path, safe="/")
         self.env.filters["fmvalue"] = _frontmatter_value
+        self.env.filters["fmfields"] = frontmatter_fields
+        self.env.filters["source"] = lambda door: SOURCE_WORDS.get(str(door), str(door))
         self.env.globals["csrf_field"] = CSRF_FIELD
 
     # -- plumbing ------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ class ArchiveReport:
     clamp: str = ""  # §4.3: the in-flight turn left for the next archive
     final: bool = False  # the session was archived as over: its unfinished tail is a turn
     ended: str = ""  # what became of that tail ("" when there was none)
+    harness_version: str = ""  # the harness version that wrote the file, where it says
 
     @property
     def wrote_nothing(self) -> bool:
@@ -79,6 +80,7 @@ class ArchiveReport:
             "sessionId": self.session_id,
             "rootSessionId": self.root_session_id,
             "harness": self.harness,
+            "harnessVersion": self.harness_version,
             "source": self.source_path,
             "at": self.started_at,
             "lines": {
@@ -167,12 +169,13 @@ def archive_transcript(
     candidates = split.complete + ((tail,) if tail is not None else ())
     if split.clamped:
         seqs = [e.seq for e in split.incomplete]
-        span = f"seq {min(seqs)}..{max(seqs)}, {len(seqs)} events"
+        span = f"seq {min(seqs)}–{max(seqs)}, {len(seqs)} events"
         if tail is not None:
             ended = f"the unfinished last turn ({span}) was archived as the session's end " \
                     "(ended: incomplete-turn)"
         else:
-            clamp = f"an unfinished turn ({span}) was left for the next archive (§4.3)"
+            # §4.3: a live session's last turn is archived once it has ended.
+            clamp = f"the last turn ({span}) has not ended, so it was held back"
     with lock.hold(config.lock_timeout_ms / 1000):
         recorded, before, latest = _archived_through(store, transcript)
         trimmed = (_after(t, before) for t in candidates if t.end_seq > before)
@@ -193,6 +196,7 @@ def archive_transcript(
             clamp=clamp,
             final=final,
             ended=ended if tail is not None and tail.end_seq > before else "",
+            harness_version=transcript.harness_version,
         )
         if not fresh:
             mark = max([before, *(t.end_seq for t in candidates)]) if final else before
@@ -229,6 +233,8 @@ def archive_transcript(
                 extra_patterns=config.redaction_patterns, chokepoint=texts,
                 continues=latest.path if after_final and latest is not None and not chapters
                 else "",
+                session_title=transcript.title, cwd=transcript.cwd,
+                git_branch=transcript.git_branch,
             )
             for artifact in rendered.artifacts:
                 if store.has_artifact(artifact.sha256):
@@ -271,4 +277,5 @@ def archive_transcript(
         clamp=clamp,
         final=final,
         ended=report.ended,
+        harness_version=report.harness_version,
     )

@@ -1,18 +1,43 @@
-"""The archive chokepoint's work, done once per text (§9, amendment 2026-09-21).
+"""The chokepoint (§9): nothing reaches the store unredacted.
 
-A turn's texts are screened for host injections and redacted twice over in one archive: once
-to sign the turn (§4.1) and once to render its chapter (§2.4). `TextChokepoint` memoizes both
-for the length of one archive call, so each text goes through the screen and the redaction
-families once, and the signature and the chapter see the very same redacted text.
+Chapters and artifacts: a turn's texts are screened for host injections and redacted twice
+over in one archive: once to sign the turn (§4.1) and once to render its chapter (§2.4).
+`TextChokepoint` memoizes both for the length of one archive call, so each text goes through
+the screen and the redaction families once, and the signature and the chapter see the very
+same redacted text.
+
+Everything else that is written goes through `redact_for_store` (or `redact_json` for a
+fact's fields) before anything is derived from it: a rule's text and category (its title,
+slug and file name come from them), curation facts (notes, group labels, topic names),
+enrichment's titles, summaries and topics, and the reasons enrichment records. A topic name
+is redacted before it is slugged, since a slug's lower case would hide a key from the rules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dsh_chapters_core.events import Event
 from dsh_chapters_core.injections import Screened, screened_event
 from dsh_chapters_core.redact import Redaction, redact
+
+
+def redact_for_store(text: str, patterns: tuple[str, ...] = ()) -> str:
+    """`text` as it may be written anywhere in the store or the pool."""
+    return redact(text, patterns).text
+
+
+def redact_json(value: Any, patterns: tuple[str, ...] = ()) -> Any:
+    """A JSON value with every string in it (keys too) redacted."""
+    if isinstance(value, str):
+        return redact(value, patterns).text
+    if isinstance(value, Mapping):
+        return {redact_json(k, patterns): redact_json(v, patterns) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        return [redact_json(v, patterns) for v in value]
+    return value
 
 
 @dataclass(slots=True)

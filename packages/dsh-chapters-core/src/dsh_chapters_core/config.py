@@ -170,6 +170,14 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=10_000_000,
     ),
     _s("titleMaxChars", 80, "deterministic title length cap", minimum=10, maximum=400),
+    _s(
+        "titleMinPromptChars",
+        3,
+        "a prompt shorter than this (a menu choice: `c`, `2`, `y`) titles its chapter with the "
+        "reply it got, after the prompt",
+        minimum=1,
+        maximum=100,
+    ),
     _s("summaryMaxChars", 240, "deterministic summary length cap", minimum=20, maximum=4000),
     _s(
         "slugMaxChars",
@@ -450,7 +458,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "searchCacheBatchRows",
-        2000,
+        500,
         "documents the search index writes per transaction; bounds memory on a rebuild",
         minimum=1,
         maximum=1_000_000,
@@ -628,6 +636,7 @@ class Config:
     chars_per_token: int = 4
     tool_result_defer_floor_tokens: int = 2000
     title_max_chars: int = 80
+    title_min_prompt_chars: int = 3
     summary_max_chars: int = 240
     slug_max_chars: int = 48
     redaction_patterns: tuple[str, ...] = field(default=())
@@ -658,7 +667,7 @@ class Config:
     search_summary_weight: float = 1.0
     search_category_bonus: float = 1.5
     search_recency_half_life_days: float = 30.0
-    search_cache_batch_rows: int = 2000
+    search_cache_batch_rows: int = 500
     import_batch_bytes: int = 67_108_864
     search_segment_bytes: int = 8_388_608
     search_body_weight: float = 3.0

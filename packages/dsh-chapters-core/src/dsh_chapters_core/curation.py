@@ -107,11 +107,13 @@ def edits_path(harness_id: str) -> str:
     return f"edits/{harness_id}/{CURATION_FILE}"
 
 
-def append_facts(tree: FileTree, harness_id: str, facts: Iterable[CurationFact]) -> str:
+def append_facts(tree: FileTree, harness_id: str, facts: Iterable[CurationFact],
+                 patterns: tuple[str, ...] = ()) -> str:
     """Append facts to this machine's own edits file: the one appender (one writer per file,
     ever, §3.3). Call under the writer lock. The file is rewritten atomically with the new lines
     at the end, so existing bytes never change; a torn last line stays a malformed line of its
-    own, never glued to ours."""
+    own, never glued to ours. Every string of a fact is redacted first (§9: a note, a label or
+    a topic name reaches the pool like a chapter does)."""
     if not harness_id:
         raise UsageError("no harnessId: curation facts need this machine's writer id",
                          hint="set harnessId in config or DSH_CHAPTERS_HARNESS_ID")
@@ -119,5 +121,16 @@ def append_facts(tree: FileTree, harness_id: str, facts: Iterable[CurationFact])
     old = tree.read(path) if tree.exists(path) else b""
     if old and not old.endswith(b"\n"):
         old += b"\n"
-    tree.write(path, old + "".join(f.to_line() + "\n" for f in facts).encode("utf-8"))
+    lines = "".join(_redacted(f, patterns).to_line() + "\n" for f in facts)
+    tree.write(path, old + lines.encode("utf-8"))
     return path
+
+
+def _redacted(fact: CurationFact, patterns: tuple[str, ...]) -> CurationFact:
+    # Imported here: reading facts (every search) must not load the chokepoint's stack.
+    from dsh_chapters_core.chokepoint import redact_json
+
+    fields = tuple((k, redact_json(v, patterns)) for k, v in fact.fields)
+    return fact if fields == fact.fields else CurationFact(
+        type=fact.type, fields=fields, author=fact.author, at=fact.at,
+        harness_id=fact.harness_id, line=fact.line)

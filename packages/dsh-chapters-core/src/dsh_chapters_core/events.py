@@ -83,9 +83,15 @@ class HostInjection:
 
 @dataclass(frozen=True, slots=True)
 class CompactionMarker:
+    """A marker the harness's records leave in the conversation: a compaction (the default,
+    with its summary), or another `kind` in words a chapter shows (Claude Code's summary of
+    what happened while the user was away, a Codex rollback naming the turns it undid). The
+    chapter shows `— <kind> at seq N —` where it fell; it is never a turn of its own."""
+
     seq: int
     text: str = ""
     time: str = ""
+    kind: str = "compaction"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +178,9 @@ class Transcript:
     cwd: str = ""
     source_path: str = ""
     started_at: str = ""
+    git_branch: str = ""  # the branch the session started on, where the harness records it
+    harness_version: str = ""  # the version of the harness that wrote the file (its newest)
+    title: str = ""  # the session's own name, when the harness records one (a Codex thread)
 
     @property
     def root_id(self) -> str:

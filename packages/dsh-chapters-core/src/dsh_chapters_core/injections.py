@@ -65,8 +65,9 @@ _KIND_OF_TAG = dict(_TAGS)
 _BLOCK = re.compile(
     r"<(?P<tag>" + "|".join(re.escape(tag) for tag, _ in _TAGS) + r")>[\s\S]*?</(?P=tag)>"
 )
-# Codex delivers AGENTS.md as a user message that opens with this heading.
-_AGENTS_HEADING = re.compile(r"\A\s*# AGENTS\.md instructions for [^\n]*")
+# Codex delivers AGENTS.md as a user message that opens with this heading (0.142.5+ write it
+# without the "for <dir>").
+_AGENTS_HEADING = re.compile(r"\A\s*# AGENTS\.md instructions(?: for [^\n]*)?\n")
 _INSTRUCTIONS_FROM = re.compile(r"\A\s*instructions from:", re.IGNORECASE)
 
 

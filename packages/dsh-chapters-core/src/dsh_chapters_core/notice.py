@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -110,6 +111,27 @@ def render_core_rules(selection: RuleSelection,
     return lines
 
 
+# The notice's prose, chapter and category lines fit this many columns, as every command's
+# default output does: a terminal shows `chapters notice` whole, and a list item or a paragraph
+# wrapped this way is the same markdown to the agent.
+NOTICE_COLUMNS = 100
+
+
+def _wrapped(lines: Sequence[str]) -> list[str]:
+    """Each line wider than NOTICE_COLUMNS wrapped at spaces, a list item's continuation under
+    its text; a path is never cut (it must stay one word to be opened)."""
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= NOTICE_COLUMNS:
+            out.append(line)
+            continue
+        hang = "  " if line.startswith(("- ", "  ")) else ""
+        out.extend(textwrap.wrap(line, width=NOTICE_COLUMNS, subsequent_indent=hang,
+                                 initial_indent="", break_long_words=False,
+                                 break_on_hyphens=False) or [line])
+    return out
+
+
 def render_category_index(selection: RuleSelection, store_dir: str,
                           words: NoticeWords = NoticeWords()) -> list[str]:
     lines = [
@@ -124,7 +146,7 @@ def render_category_index(selection: RuleSelection, store_dir: str,
             f"- {cat.name} · {cat.count} {noun} · about: {cat.essence} · e.g. "
             f"{store_dir}/{cat.example_path}{mark}"
         )
-    return lines
+    return _wrapped(lines)
 
 
 def _counts(doc: Document) -> str:
@@ -164,18 +186,25 @@ def _chapter_lines(ctx: NoticeContext, chapters: Sequence[Document], config: Con
             head = f"- {doc.summary}"  # a deterministic title is the summary's first words
         elif doc.summary:
             head += f" — {doc.summary}"
-        link = f"  {ctx.store_dir}/{doc.path} · {_counts(doc)}"
+        link = f"  {ctx.store_dir}/{doc.path}"
+        about = [_counts(doc)]
         if doc.modified_since_archived:
-            link += f" · {MODIFIED_MARK}"
+            about.append(MODIFIED_MARK)
         ended = chapter_ended(doc)
         if ended:
-            link += f" · ended: {ended}"  # a finished session's last turn that never ended
-        lines += [head, link]
+            about.append(f"ended: {ended}")  # a finished session's last turn that never ended
+        tail = " · ".join(about)
+        # The path is never cut nor moved off its line; what follows it goes below when the
+        # line would pass NOTICE_COLUMNS.
+        if len(link) + 3 + len(tail) <= NOTICE_COLUMNS:
+            lines += [*_wrapped([head]), f"{link} · {tail}"]
+        else:
+            lines += [*_wrapped([head]), link, *_wrapped([f"  {tail}"])]
     return lines
 
 
 def _search_paragraph(ctx: NoticeContext) -> list[str]:
-    return [
+    return _wrapped([
         "## Search",
         f"Before redoing past work, search it: {ctx.words.search} ranks every chapter "
         "and rule of this project, from every machine, and prints `score | date | kind | title "
@@ -183,14 +212,14 @@ def _search_paragraph(ctx: NoticeContext) -> list[str]:
         f"total is above shown, ask again with {ctx.words.raise_budget}. "
         f"{ctx.words.search_topic} "
         f"reads one whole topic shard; the shards are `{ctx.shard_dir}/<topic>.md`. The "
-        "archive is plaintext memory (§9): verbatim, with only credentials redacted, by pattern.",
-    ]
+        "archive is plaintext memory: verbatim, with only credentials redacted, by pattern.",
+    ])
 
 
 def _ancestry(ctx: NoticeContext) -> str:
     if not ctx.ancestry:
         return "Ancestry: a new session (no parent)."
-    return "Ancestry: " + " → ".join(ctx.ancestry) + " → this continuation."
+    return "\n".join(_wrapped(["Ancestry: " + " → ".join(ctx.ancestry) + " → this continuation."]))
 
 
 def assemble_notice(

@@ -12,31 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-import string
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from dsh_chapters_core.errors import ConfigError
+from dsh_chapters_core.redaction.engine import BUILTIN_FAMILIES, find_builtin
 
 CUSTOM = "custom"
 
 MARKER_PATTERN = re.compile(r"⟦redacted:credential sha256=[0-9a-f]{8}⟧")
-
-
-@dataclass(frozen=True, slots=True)
-class Family:
-    """One built-in pattern family. The `secret` group (or the whole match) is replaced."""
-
-    name: str
-    patterns: tuple[re.Pattern[str], ...]
-    # A cheap substring test run before the regex: most text holds no credential at all.
-    may_match: Callable[[str, str], bool]
-    # Characters that may not sit right before a match (a word boundary, checked in Python:
-    # a leading look-behind would cost Python's regex engine its fast literal-prefix scan).
-    not_after: frozenset[str] = frozenset()
-    # A family whose shape a single pattern cannot say finds its secret spans itself, from
-    # (text, lowered text); its `patterns` stay empty.
-    find: Callable[[str, str], Iterator[tuple[int, int]]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,215 +32,21 @@ class Redaction:
         return sum(n for _, n in self.counts)
 
 
-_WORD_CHARS = frozenset(string.ascii_letters + string.digits)
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One credential in a text: where it is, which family found it, and its marker's hash
+    (the secret itself is never kept)."""
 
-# --- secret-assignment: `JWT_SECRET=…`, `"password": "…"`, `api_key: …` -----------------------
-# Only the key's name says a value is a credential, so the family is narrow on both sides: a
-# closed list of name endings, and a value that is neither short, a placeholder nor code.
+    start: int
+    end: int
+    family: str
+    sha256: str  # the first 8 hex digits, as in the marker
 
-# A key name (upper-cased, `-` read as `_`) that ends so, or holds `_SECRET_`, names a secret.
-# `_?` lets `apiKey`, `api-key` and `API_KEY` be one name.
-_SECRET_KEY_NAME = re.compile(
-    r"(?:SECRET(?:_?(?:ACCESS_?)?KEY)?|PASSW(?:OR)?D|API_?KEY|(?:ACCESS|AUTH)_?TOKEN"
-    r"|PRIVATE_?KEY)\Z|_SECRET_"
-)
-# Where such a name may be, found on the lowered text with a plain (fast) literal scan.
-_SECRET_KEY_HINT = re.compile(r"secret|passw|api[_-]?key|token|private[_-]?key")
-_KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-# A pattern shape, like the other families' `{8,}`, not a setting: the pool's markers must
-# agree on every machine. Shorter values are flags, types and examples (`true`, `str`, `none`).
-_MIN_ASSIGNED_SECRET = 8
-
-# After a bare name: KEY=…, export KEY=…, --password=…, KEY = "…", KEY: … (YAML, headers).
-_SEPARATOR = re.compile(r"[ \t]*=[ \t]*|:[ \t]+")
-# After a quoted name's closing quote: "key": … (JSON, Python dicts, `\"key\": \"…\"` in JSONL).
-_QUOTED_NAME_SEPARATOR = re.compile(r"[ \t]*:[ \t]*")
-# Escaped once (\", JSON) or twice (\\\", JSON inside a JSON string: a tool input).
-_NAME_QUOTES = ('"', "'", '\\"', "\\'", '\\\\\\"')
-# A quoted value runs to its closing quote on the same line; never through a marker bracket.
-_QUOTED_VALUE = re.compile(
-    r"\"(?P<dq>(?:[^\"\\\n⟦⟧]|\\[^\n⟦⟧])*+)\""
-    r"|'(?P<sq>(?:[^'\\\n⟦⟧]|\\[^\n⟦⟧])*+)'"
-    r"|\\\"(?P<edq>(?:[^\"\\\n⟦⟧]|\\[^\"\n⟦⟧])*+)\\\""
-    r"|(?P<bs>\\{2,})\"(?P<mdq>[^\"\\\n⟦⟧]*+)(?P=bs)\""
-)
-# A bare value runs to whitespace, a quote, `\` (an escaped newline in raw JSONL) or `&` (the
-# next query parameter). One that runs into a marker is no value (idempotence).
-_BARE_VALUE_END = re.compile(r"[\s\"'`⟦⟧\\&]")
-
-# A bare value shaped like code is a reference, not a secret: a name without digits
-# (`password)`, `SecretStr`), a dotted name, a call or an index (`settings.api_key`,
-# `os.environ[`, `get_secret()`, `Optional[str]`). Matched from the value's start only, so a
-# long value costs no more than its first characters.
-_CODE_REFERENCE = re.compile(
-    r"[A-Za-z_]+[)\]}]*\Z"
-    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[)\]}]*\Z"
-    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]"
-)
-_FILLER = re.compile(r"[*•·.#_xX?-]+")
-_BRACKETED = frozenset({("<", ">"), ("{", "}"), ("[", "]")})
-
-
-def _is_placeholder(text: str, start: int, end: int) -> bool:
-    """Text standing for a secret: `***`, `xxxx…`, `<your key>`, `${VAR}`, `$VAR`, `$(cmd)`,
-    `{{ .Values.x }}`, `[REDACTED]`, `changeme`. Looks at the ends of the value only."""
-    first, second = text[start], text[start + 1]
-    if text[start : start + 3] in ("***", "xxx", "XXX") or (first, text[end - 1]) in _BRACKETED:
-        return True
-    if first == "$" and (second.isalpha() or second in "_{("):
-        return True
-    if end - start <= len("change_me") and (
-        text[start:end].lower().replace("-", "").replace("_", "") == "changeme"
-    ):
-        return True
-    return _FILLER.fullmatch(text, start, end) is not None
-
-
-def _quoted_value(text: str, at: int) -> tuple[int, int] | None:
-    quoted = _QUOTED_VALUE.match(text, at)
-    if quoted is None:
-        return None
-    return quoted.span(next(g for g in ("dq", "sq", "edq", "mdq") if quoted.start(g) >= 0))
-
-
-def _is_bare_secret(text: str, start: int, end: int, *, spaced: bool) -> bool:
-    return (
-        end - start >= _MIN_ASSIGNED_SECRET
-        # `SECRET_KEY = os.environ…`, `a == b`: spaced and unquoted is code, not config
-        and not spaced
-        and not _is_placeholder(text, start, end)
-        and _CODE_REFERENCE.match(text, start, end) is None
-        # `-----BEGIN …`: the pem-private-key family takes the block
-        and not text.startswith("-----", start, end)
-    )
-
-
-def _find_assigned_secrets(text: str, lower: str) -> Iterator[tuple[int, int]]:
-    """Values assigned to credential-named keys, found from the names' hints."""
-    if len(lower) != len(text):  # `İ` lowers to two characters: keep offsets aligned
-        lower = text.translate(_ASCII_LOWER)
-    done = 0  # no name or value starts before this
-    # Where the last bare value's run of characters ended: names inside one long unbroken run
-    # share one scan, so the family stays linear however many names a run holds.
-    run_start = run_end = -1
-    for hint in _SECRET_KEY_HINT.finditer(lower):
-        if hint.start() < done:
-            continue
-        begin, end = hint.start(), hint.end()
-        while begin and text[begin - 1] in _KEY_CHARS:
-            begin -= 1
-        while end < len(text) and text[end] in _KEY_CHARS:
-            end += 1
-        done = end
-        # The name starts a name, not a path segment (`/etc/passwd: …`).
-        if (begin and text[begin - 1] == "/") or not _SECRET_KEY_NAME.search(
-            text[begin:end].upper().replace("-", "_")
-        ):
-            continue
-        separator = _SEPARATOR.match(text, end)
-        for quote in _NAME_QUOTES:
-            if separator is None and text.endswith(quote, 0, begin) and text.startswith(quote, end):
-                separator = _QUOTED_NAME_SEPARATOR.match(text, end + len(quote))
-        if separator is None:
-            continue
-        at = separator.end()
-        quoted = _quoted_value(text, at)
-        if quoted is not None:
-            start, stop = quoted
-            is_secret = stop - start >= _MIN_ASSIGNED_SECRET and not _is_placeholder(
-                text, start, stop
-            )
-        else:
-            if not run_start <= at < run_end:
-                found = _BARE_VALUE_END.search(text, at)
-                run_start, run_end = at, len(text) if found is None else found.start()
-            start, stop = at, run_end
-            if stop < len(text) and text[stop] in "⟦⟧":
-                continue  # runs into a marker: no value
-            if text[begin - 1 : begin] in ("?", "&", ";", "#"):
-                cut = text.find("#", start, stop)  # `?api_key=…#frag`: not the fragment
-                stop = stop if cut < 0 else cut
-            while stop > start and text[stop - 1] in ",;":  # punctuation after the value
-                stop -= 1
-            sep = separator.group()
-            is_secret = _is_bare_secret(text, start, stop, spaced=sep != "=" and "=" in sep)
-        if is_secret:
-            yield start, stop
-        # Read on inside the value: it may hold a real assignment (`"x":"$A JWT_SECRET=…"`), and
-        # when another family's earlier match takes this one's place, the assignments inside
-        # must be found now, or a second pass would find them (idempotence).
-        done = start
-
-
-# Secret bodies never contain whitespace or the marker brackets, which keeps a second pass
-# from matching its own output.
-BUILTIN_FAMILIES: tuple[Family, ...] = (
-    Family(
-        "aws-access-key",
-        (re.compile(r"(?P<secret>A[KS]IA[0-9A-Z]{16})(?![A-Za-z0-9])"),),
-        lambda text, lower: "KIA" in text or "SIA" in text,
-        _WORD_CHARS,
-    ),
-    Family(
-        "openai-key",
-        (re.compile(r"(?P<secret>sk-[A-Za-z0-9_-]{20,})"),),
-        lambda text, lower: "sk-" in text,
-        _WORD_CHARS | {"_", "-"},
-    ),
-    Family(
-        "github-token",
-        (re.compile(r"(?P<secret>g(?:h[pousr]_[A-Za-z0-9]{20,}|ithub_pat_[A-Za-z0-9_]{20,}))"),),
-        lambda text, lower: "h" in text,
-        _WORD_CHARS | {"_"},
-    ),
-    Family(
-        "jwt",
-        (re.compile(
-            r"(?P<secret>eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,})"
-        ),),
-        lambda text, lower: "eyJ" in text,
-        _WORD_CHARS | {"_", "-"},
-    ),
-    Family(
-        "bearer",
-        # A quote around the name or the value may be escaped once or twice (`\"`, `\\\"`)
-        # in JSON-encoded text (a tool call's input, a JSONL line).
-        (re.compile(
-            r"(?i)authorization(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?bearer\s+"
-            r"(?P<secret>[A-Za-z0-9._~+/=-]{8,})"
-        ),),
-        lambda text, lower: "bearer" in lower,
-    ),
-    Family(
-        "url-token",
-        (
-            # `\` ends the value: in JSON-encoded text it starts the escape after the token
-            re.compile(r"(?i)[?&;#](?:[a-z]+_)?token=(?P<secret>[^\s&#\"'<>⟦⟧\\]+)"),
-            re.compile(r"://[^/\s:@⟦⟧]+:(?P<password>[^/\s@⟦⟧]+)@"),
-        ),
-        lambda text, lower: "token=" in lower or ("://" in text and "@" in text),
-    ),
-    Family(
-        "pem-private-key",
-        (re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----\s*"
-            r"(?P<secret>(?:(?!-----)\S)(?:(?!-----)[\s\S])*?)"
-            r"\s*-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-        ),),
-        lambda text, lower: "PRIVATE KEY-----" in text,
-    ),
-    Family(
-        "secret-assignment",
-        (),
-        lambda text, lower: "=" in text or ":" in text,
-        find=_find_assigned_secrets,
-    ),
-)
 
 # The family names, in report order: the built-ins, then "custom" (config patterns).
 FAMILIES: tuple[str, ...] = (*(f.name for f in BUILTIN_FAMILIES), CUSTOM)
 FAMILY_NAMES = FAMILIES
+_ORDER = {name: i for i, name in enumerate(FAMILIES)}
 
 
 def _secret_hash(secret: str) -> str:
@@ -317,38 +106,15 @@ def _overlaps(span: tuple[int, int], protected: list[tuple[int, int]]) -> bool:
     return any(start < p_end and p_start < end for p_start, p_end in protected)
 
 
-# A JSON string escape right before a match (`\nAKIA…`, `\u0022sk-…`, `\tghp_…`): its last
-# character is a letter or digit, but no word runs into the match.
-_ESCAPE_BEFORE = re.compile(r"(?:\\[nrtbf/]|\\u[0-9a-fA-F]{4})\Z")
 # `\u0022`, `\u003a`, …: printable ASCII written as a JSON \u escape. Read through them, a
 # credential spelt with escaped quotes or separators is found like its plain form.
 _ASCII_ESCAPE = re.compile(r"\\u00([2-7][0-9a-fA-F])")
 
 
-def _escaped_before(text: str, begin: int) -> bool:
-    return text[begin - 1] in "nrtbf/0123456789abcdefABCDEF" and bool(
-        _ESCAPE_BEFORE.search(text, max(0, begin - 6), begin)
-    )
-
-
 def _candidates(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int, str]]:
-    lower = text.lower()
-    candidates: list[tuple[int, int, str]] = []
-    for family in BUILTIN_FAMILIES:
-        if not family.may_match(text, lower):
-            continue
-        if family.find is not None:
-            for start, end in family.find(text, lower):
-                candidates.append((start, end, family.name))
-        for pattern in family.patterns:
-            for match in pattern.finditer(text):
-                begin = match.start()
-                if (begin and text[begin - 1] in family.not_after
-                        and not _escaped_before(text, begin)):
-                    continue
-                start, end = _secret_span(match)
-                if end > start:
-                    candidates.append((start, end, family.name))
+    candidates = find_builtin(text)
+    if not extra_patterns:
+        return candidates
     for pattern in _custom(extra_patterns):
         for match in pattern.finditer(text):
             start, end = _secret_span(match)
@@ -383,13 +149,9 @@ def _unescaped_view(text: str) -> tuple[str, list[int], list[int]] | None:
     return "".join(pieces), starts, ends
 
 
-def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
-    """Replace every credential in `text` by its marker; count matches per family.
-
-    Every family matches in JSON-escaped text as well as plain (§9): escaped quotes and
-    escapes right before a secret are read as such, and a credential spelt with `\\u00XX`
-    escapes is found through a decoded view, its marker hashing the decoded secret (so the
-    same secret gives the same marker however it was escaped)."""
+def _resolved(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int, str, str]]:
+    """The credentials to replace, in order, none overlapping another or a marker:
+    (start, end, family, secret as its marker hashes it)."""
     candidates: list[tuple[int, int, str, str]] = [
         (start, end, name, text[start:end])
         for start, end, name in _candidates(text, extra_patterns)
@@ -400,25 +162,50 @@ def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
         for start, end, name in _candidates(decoded, extra_patterns):
             candidates.append((starts[start], ends[end - 1], name, decoded[start:end]))
     if not candidates:
-        return Redaction(text=text, counts=())
+        return []
     # A marker already in the text is never redacted again (idempotence).
     protected = [m.span() for m in MARKER_PATTERN.finditer(text)] if "⟦" in text else []
-    # Earliest first; at one start the longest wins; overlapping later candidates drop.
-    candidates.sort(key=lambda c: (c[0], -c[1], FAMILIES.index(c[2])))
+    # Earliest first; at one start the longest wins; then the more specific family (report
+    # order); overlapping later candidates drop.
+    candidates.sort(key=lambda c: (c[0], -c[1], _ORDER[c[2]]))
+    chosen: list[tuple[int, int, str, str]] = []
+    cursor = 0
+    for candidate in candidates:
+        start, end = candidate[0], candidate[1]
+        if start < cursor or (protected and _overlaps((start, end), protected)):
+            continue
+        chosen.append(candidate)
+        cursor = end
+    return chosen
+
+
+def redact(text: str, extra_patterns: tuple[str, ...] = ()) -> Redaction:
+    """Replace every credential in `text` by its marker; count matches per family.
+
+    Every family matches in JSON-escaped text as well as plain (§9): escaped quotes and
+    escapes right before a secret are read as such, and a credential spelt with `\\u00XX`
+    escapes is found through a decoded view, its marker hashing the decoded secret (so the
+    same secret gives the same marker however it was escaped)."""
+    chosen = _resolved(text, extra_patterns)
+    if not chosen:
+        return Redaction(text=text, counts=())
     pieces: list[str] = []
     counts: dict[str, int] = {}
     cursor = 0
-    for start, end, name, secret in candidates:
-        if start < cursor or _overlaps((start, end), protected):
-            continue
+    for start, end, name, secret in chosen:
         pieces.append(text[cursor:start])
         pieces.append(marker(secret))
         counts[name] = counts.get(name, 0) + 1
         cursor = end
-    if not counts:
-        return Redaction(text=text, counts=())
     pieces.append(text[cursor:])
     return Redaction(text="".join(pieces), counts=tuple(sorted(counts.items())))
+
+
+def find_secrets(text: str, extra_patterns: tuple[str, ...] = ()) -> tuple[Found, ...]:
+    """What `redact` would replace, without replacing it: for `chapters scan`, which reports
+    where credentials stand in what older versions archived, never the credentials."""
+    return tuple(Found(start, end, name, _secret_hash(secret))
+                 for start, end, name, secret in _resolved(text, extra_patterns))
 
 
 def merge_counts(*counts: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:

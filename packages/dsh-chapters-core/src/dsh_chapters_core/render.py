@@ -184,6 +184,9 @@ def render_chapter(
     extra_patterns: tuple[str, ...] = (),
     chokepoint: TextChokepoint | None = None,
     continues: str = "",
+    session_title: str = "",
+    cwd: str = "",
+    git_branch: str = "",
 ) -> RenderedChapter:
     """One chapter of consecutive complete turns, rendered verbatim (§2.4, §9).
 
@@ -191,7 +194,8 @@ def render_chapter(
     redacted. A turn a finished session never ended (`Turn.ended`) marks its heading and the
     chapter's `ended`, so the TOC shows it; `continues` names the final chapter a resumed
     session goes on from; `prLinks` lists the pull requests the harness linked, in order of
-    first appearance.
+    first appearance. `session_title` (a name the harness gave the session) is the chapter's
+    title when set; `cwd` and `gitBranch` record where the session ran, when the harness says.
     """
     if not turns:
         raise ValueError("a chapter holds at least one turn")
@@ -230,6 +234,8 @@ def render_chapter(
                 first_user = first_user or _collapse(text)
                 blocks.append(_block("User", text))
             elif isinstance(event, AssistantMessage):
+                if not event.text.strip():
+                    continue  # an empty text block (a reply that was only tool calls) says nothing
                 text = point.redact(event.text)
                 counts["assistant"] += 1
                 first_assistant = first_assistant or _collapse(text)
@@ -257,7 +263,7 @@ def render_chapter(
                 else:
                     blocks.append(f"{label}:\n\n{fence(text, TEXT_INFO)}")
             elif isinstance(event, CompactionMarker):
-                blocks.append(f"— compaction at seq {event.seq} —")
+                blocks.append(f"— {event.kind} at seq {event.seq} —")
             elif isinstance(event, TurnEnd) and event.reason:
                 # §4.3: the turn is complete either way; the chapter says it did not finish
                 blocks.append(f"— turn ended: {event.reason} —")
@@ -271,9 +277,14 @@ def render_chapter(
     start = min(turn.start_seq for turn in turns)
     end = max(turn.end_seq for turn in turns)
     title_source = first_user or first_assistant
+    if first_user and first_assistant and len(first_user) < config.title_min_prompt_chars:
+        # A menu choice (`c`, `2`) names nothing: the reply it got says what the turn was.
+        title_source = f"{first_user} → {first_assistant}"
     title = cap_text(title_source, config.title_max_chars) if title_source else (
         f"Chapter seq {start}–{end}"
     )
+    if _collapse(session_title):
+        title = cap_text(_collapse(point.redact(session_title)), config.title_max_chars)
     summary = cap_text(title_source, config.summary_max_chars) if title_source else title
     topics = chapter_topics(signatures, config.chapter_topics)
     messages = tuple(sorted(counts.items()))
@@ -301,6 +312,10 @@ def render_chapter(
         fields["continues"] = continues
     if pr_links:
         fields["prLinks"] = list(pr_links)
+    if cwd:
+        fields["cwd"] = point.redact(cwd)
+    if git_branch:
+        fields["gitBranch"] = point.redact(git_branch)
     frontmatter = tuple(sorted(fields.items()))
     return RenderedChapter(
         slug=slugify(title, config.slug_max_chars),

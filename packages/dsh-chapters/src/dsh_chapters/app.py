@@ -9,7 +9,7 @@ every caller (CLI, hooks, MCP, viewer) gets the same wiring.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +59,9 @@ class SessionFiles:
     rollout_cwd: Callable[[str], str]  # a Codex rollout's working directory, from its header
     same_directory: Callable[[str, str], bool]
     read_head: Callable[[str], bytes]  # the head the readers sniff
+    # reader name, workspace -> the folder `chapters import <reader>` looks in for this
+    # project's sessions (what an error names when it finds none)
+    project_folder: Callable[[str, str], Path | None] = lambda harness, workspace: None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,8 @@ class Factories:
     document_reader: Callable[[], DocumentReader]
     write_project_setting: Callable[[Path, str, str], Path]
     session_files: Callable[[], SessionFiles]
+    # `.git/info/exclude` gains the workspace-relative directories it lacks; returns those.
+    exclude_from_git: Callable[[Path, Sequence[str]], list[str]]
     # Gemini CLI's and OpenCode's JSON MCP configuration (`chapters install gemini-cli|opencode`).
     mcp_config_installer: Callable[[App, tuple[str, ...]], McpConfigInstaller]
 

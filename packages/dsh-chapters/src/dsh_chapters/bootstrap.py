@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -411,24 +411,40 @@ def document_reader() -> DocumentReader:
     return FrontmatterReader()
 
 
+def exclude_from_git(workspace: Path, entries: Sequence[str]) -> list[str]:
+    from dsh_chapters_fs.git_exclude import exclude_from_git as add
+
+    return add(workspace, entries)
+
+
 def session_files() -> SessionFiles:
     """Where the built-in readers' sessions live (a plugin's reader is archived by its
     discover() but not watched: its folders are its own). Imported on use: only `watch`."""
-    from dsh_chapters_harness.claude_code import claude_config_dir
+    from dsh_chapters_harness.claude_code import claude_config_dir, project_dir_name
     from dsh_chapters_harness.codex import codex_home, rollout_cwd
     from dsh_chapters_harness.discovery import read_head, same_directory
+    from dsh_chapters_harness.dsh_discovery import dsh_home
+    from dsh_chapters_harness.dsh_discovery import project_key as dsh_project_key
     from dsh_chapters_harness.gemini_cli import gemini_dir
     from dsh_chapters_harness.opencode import data_dir
     from dsh_chapters_harness.pi import agent_dir
 
     roots = {"claude-code": claude_config_dir() / "projects",
              "codex": codex_home() / "sessions",
-             "dsh": Path.home() / ".dsh" / "sessions",
+             "dsh": dsh_home() / "sessions",  # $DSH_HOME, as `chapters import dsh` reads
              "gemini-cli": gemini_dir() / "tmp",
              "opencode": data_dir(),
              "pi": agent_dir() / "sessions"}
+
+    def project_folder(harness: str, workspace: str) -> Path | None:
+        if harness == "claude-code":
+            return roots[harness] / project_dir_name(os.path.abspath(workspace))
+        if harness == "dsh":
+            return roots[harness] / dsh_project_key(os.path.abspath(workspace))
+        return roots.get(harness)  # one tree for every project, matched by each session's cwd
+
     return SessionFiles(roots=roots, rollout_cwd=rollout_cwd, same_directory=same_directory,
-                        read_head=read_head)
+                        read_head=read_head, project_folder=project_folder)
 
 
 # The factories every App carries.
@@ -449,6 +465,7 @@ FACTORIES = Factories(
     document_reader=document_reader,
     write_project_setting=set_project_setting,
     session_files=session_files,
+    exclude_from_git=exclude_from_git,
     mcp_config_installer=mcp_config_installer,
 )
 

@@ -1,22 +1,25 @@
 """The `chapters` command: global options, dispatch, and the exit-code contract.
 
-Exit codes: 0 success, 1 an explained error (`ChaptersError`), 2 bad usage.
+Exit codes: 0 success, 1 an explained error (`ChaptersError`), 2 bad usage. With `--json`, an
+error is a JSON object on stdout too (`{"error", "next", "exitCode"}`), so a program that reads
+stdout never has to parse the stderr text.
 The commands are a static table (`dsh_chapters.commands.COMMANDS`); only the family of the
 command being run is imported, so `chapters --help` pays for no adapter.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.errors import ArgumentError, ChaptersError, UsageError
 
 from dsh_chapters.commands import COMMANDS, FAMILIES, build_parser
 from dsh_chapters.commands.invocation import Invocation, collector_paused
-from dsh_chapters.present import error_text
+from dsh_chapters.present import cli_argument, error_text, hint_text
 
 __all__ = ["COMMANDS", "FAMILIES", "Invocation", "build_parser", "main"]
 
@@ -36,15 +39,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         inv = Invocation(cwd=cwd, json=bool(getattr(args, "json", False)), env=dict(os.environ))
         return int(args.run(args, inv))
     except UsageError as exc:
-        sys.stderr.write(f"chapters: {error_text(exc)}\n")
-        return 2
+        return _fail(exc, 2, words)
     except ChaptersError as exc:
-        sys.stderr.write(f"chapters: {error_text(exc)}\n")
-        return 1
+        return _fail(exc, 1, words)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _fail(exc: ChaptersError, code: int, words: Sequence[str]) -> int:
+    """The error on stderr for a person; under `--json` also as JSON on stdout."""
+    sys.stderr.write(f"chapters: {error_text(exc)}\n")
+    if "--json" in words[:words.index("--")] if "--" in words else "--json" in words:
+        message = exc.worded(cli_argument) if isinstance(exc, ArgumentError) else exc.message
+        sys.stdout.write(json.dumps({"error": message, "next": hint_text(exc), "exitCode": code},
+                                    ensure_ascii=False) + "\n")
+    return code
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ the same codes as its tools and their arguments).
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh_chapters_core.errors import Argument, ArgumentError, ChaptersError, NextStep
@@ -18,6 +21,72 @@ if TYPE_CHECKING:
     # archive use case is heavy to load for a command that never archives.
     from dsh_chapters_core.archive import ArchivedChapter, ArchiveReport
     from dsh_chapters_core.notice_words import NoticeWords
+
+# Default output fits this many columns (a terminal, a review comment, a log viewer); `--wide`
+# and `--json` give everything, however long.
+OUTPUT_COLUMNS = 100
+
+
+def clip(line: str, *, keep: str = "", wide: bool = False, width: int = OUTPUT_COLUMNS) -> str:
+    """`line` cut with `…` so that it and `keep` (a note that must stay whole) fit `width`."""
+    room = width - len(keep)
+    if wide or len(line) <= room:
+        return line + keep
+    return line[:max(0, room - 1)].rstrip() + "…" + keep
+
+
+# Where a folded line's continuation starts: under the text after a label (`store      `,
+# `  chapters   `), a list mark or `next: `; else two columns in from the line's own indent.
+_HANG = re.compile(r"^( *)(- |next: |[\w.-]+(?: [\w.-]+)? {2,}|)")
+
+
+def fold(text: str, *, wide: bool = False, width: int = OUTPUT_COLUMNS) -> str:
+    """Each line of `text` wider than `width` wrapped at spaces, its continuation lines hung
+    under the line's text. A word longer than a line (a path, a URL) is never cut: a cut path
+    cannot be copied."""
+    if wide:
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        match = _HANG.match(line)
+        lead, label = (match.group(1), match.group(2)) if match else ("", "")
+        hang = " " * (len(lead) + (len(label) if label else 2))
+        if len(hang) > width // 2:
+            hang = " " * (len(lead) + 2)
+        out.extend(textwrap.wrap(line, width=width, subsequent_indent=hang,
+                                 break_long_words=False, break_on_hyphens=False,
+                                 drop_whitespace=True) or [line])
+    return "\n".join(out)
+
+
+# The design record's section numbers (`(§4.3)`) belong in code comments, not in what a user
+# reads; the core's texts that cite one are shown without it.
+_SECTION_REF = re.compile(r"\s*\((?:design record )?§[\d.]+\)|\s*§[\d.]+")
+
+
+def plain(text: str) -> str:
+    """`text` without the design record's section numbers."""
+    return _SECTION_REF.sub("", text)
+
+
+def display_path(path: str | Path, workspace: Path, home: Path | None = None) -> str:
+    """A path as a person reads it: relative to the workspace inside it, `~/…` inside the home
+    directory, else as it is."""
+    target = Path(path)
+    try:
+        relative = target.relative_to(workspace)
+        return relative.as_posix() if relative.parts else "."
+    except ValueError:
+        pass
+    home = home if home is not None else Path.home()
+    try:
+        return "~/" + target.relative_to(home).as_posix()
+    except ValueError:
+        return str(target)
+
 
 _FLAGS: Mapping[Argument, str] = {
     Argument.MAX_TOKENS: "--max-tokens",
@@ -107,35 +176,62 @@ BUILD_INDEX = "`chapters index`"  # no search index yet (`chapters status`)
 MANUAL_DRAIN = "chapters enrich run"  # why a drain ran when asked (`chapters enrich run --json`)
 
 
-def _pairs(pairs: Sequence[tuple[str, int]]) -> str:
-    return ", ".join(f"{name} {count}" for name, count in pairs)
+_KEEP = "\xa0"  # joins a name to its count while a line is folded, so no fold parts them
+
+
+def _pairs(pairs: Sequence[tuple[str, int]], joint: str = " ") -> str:
+    return ", ".join(f"{name}{joint}{count}" for name, count in pairs)
+
+
+_OPENED_BY = {
+    "first": "the first turn of this archive",
+    "below-threshold": "a new topic (word overlap {overlap:.3f}, below mergeThreshold)",
+    "chapter-limit": "the last chapter was full (chapterLimit)",
+}
 
 
 def _opened_by(chapter: ArchivedChapter) -> str:
-    """The composition rule behind the split that opened this chapter (§4.4: inspectable)."""
-    if chapter.rule == "first":
-        return "opened by: first turn of this archive"
-    return f"split by: {chapter.rule}, overlap {chapter.overlap:.3f}"
+    """Why this chapter began where it did, in words (the composition rule, for `--wide`)."""
+    words = _OPENED_BY.get(chapter.rule, chapter.rule + " (word overlap {overlap:.3f})")
+    return "opened by " + words.format(overlap=chapter.overlap)
 
 
-def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> list[str]:
+def _turns(count: int) -> str:
+    return f"{count} turn" + ("s" if count != 1 else "")
+
+
+def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters", *,
+                 ids: Mapping[str, str] | None = None, wide: bool = False) -> list[str]:
+    """An archive's report. By default a chapter is named by its id (`<session>/<n>`, as
+    `chapters list` prints it) and its title, and each line fits OUTPUT_COLUMNS; `wide` gives
+    the paths, full session ids and why each chapter began, however long."""
+    ids = ids or {}
     a = report.account
-    lines = [f"archived {report.source_path or report.session_id} "
-             f"({report.harness}, session {report.session_id})"]
+    session = report.session_id
+    if not wide:
+        shown = [ids[c.path] for c in report.chapters if c.path in ids]
+        session = shown[0].split("/", 1)[0] if shown else session[:8]
+    source = report.source_path or report.session_id
+    if not wide and report.source_path:
+        source = Path(report.source_path).name
+    lines = [f"archived {report.harness} session {session} from {source}"]
     malformed = f"{a.malformed} malformed"
     if a.malformed_lines:
-        shown = ", ".join(str(n) for n in a.malformed_lines[:10])
+        shown_lines = ", ".join(str(n) for n in a.malformed_lines[:10])
         more = f", +{len(a.malformed_lines) - 10} more" if len(a.malformed_lines) > 10 else ""
-        malformed += f" (line {shown}{more})"
+        malformed += f" (line {shown_lines}{more})"
     lines.append(f"  lines      {a.total} total · {a.imported} imported · {a.skipped} skipped · "
                  f"{a.unknown} unknown · {malformed}")
     if a.split:
-        shown = ", ".join(str(n) for n in a.split_lines[:10])
-        lines[-1] += f" · {a.split} split (line {shown}: {a.split_records} records read)"
+        shown_lines = ", ".join(str(n) for n in a.split_lines[:10])
+        lines[-1] += f" · {a.split} split (line {shown_lines}: {a.split_records} records read)"
     if a.skip_rules:
-        lines.append(f"             skipped by rule: {_pairs(a.skip_rules)}")
+        lines.append(f"             skipped by rule: {_pairs(a.skip_rules, _KEEP)}")
     if a.unknown_types:
-        lines.append(f"             unknown types: {_pairs(a.unknown_types)}")
+        writer = f"{report.harness} {report.harness_version}".strip()
+        lines.append(f"             unknown record types (written by {writer}): "
+                     f"{_pairs(a.unknown_types, _KEEP)}")
+        lines.append("             counted, not archived: `chapters doctor` keeps the list")
     if a.truncated_tail:
         lines.append("             the last line is incomplete (a session being written): "
                      f"read stopped after line {a.total}, the last complete one")
@@ -147,21 +243,30 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters") -> 
     lines.append(f"  turns      {report.turns_complete} complete · {report.turns_archived} "
                  f"archived now · {report.turns_already} archived before")
     lines.append(f"  chapters   {len(report.chapters)} written")
+    width = max((len(ids.get(c.path, "")) for c in report.chapters), default=0)
     for chapter in report.chapters:
-        lines.append(f"    {store_prefix}/{chapter.path}  ({chapter.turns} turn(s), "
-                     f"seq {chapter.seq_range[0]}–{chapter.seq_range[1]}, {_opened_by(chapter)})")
+        seqs = f"seq {chapter.seq_range[0]}–{chapter.seq_range[1]}"
+        if wide or chapter.path not in ids:
+            lines.append(f"    {store_prefix}/{chapter.path}  ({_turns(chapter.turns)}, {seqs}, "
+                         f"{_opened_by(chapter)})")
+        else:
+            lines.append(clip(f"    {ids[chapter.path]:<{width}}  {chapter.title}",
+                              keep=f"  ({_turns(chapter.turns)})"))
     lines.append(f"  artifacts  {report.artifacts_written} written · "
                  f"{report.artifacts_present} already present")
     lines.append(f"  redactions {_pairs(report.redactions) or 'none'}")
     if report.omissions:
-        lines.append(f"  screened   {_pairs(report.omissions)} (host-injected context)")
+        lines.append(f"  screened   {_pairs(report.omissions, _KEEP)} (host-injected context)")
     if report.clamp:
-        lines.append(f"  clamp      {report.clamp}")
+        lines.append(f"  held back  {plain(report.clamp)}")
+        if "--final" not in report.clamp:
+            lines.append("             if the session is over, run the same command with --final "
+                         "to archive it")
     if report.ended:
-        lines.append(f"  final      {report.ended}")
+        lines.append(f"  final      {plain(report.ended)}")
     if report.wrote_nothing and report.turns_complete:
         lines.append("  nothing new: every completed turn was already archived")
-    return lines
+    return fold("\n".join(lines), wide=wide).replace(_KEEP, " ").split("\n")
 
 
 PROGRESS_PHASES = {"read": "reading chapters", "cache": "filling the search index",

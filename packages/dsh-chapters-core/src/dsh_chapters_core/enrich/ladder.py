@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_chapters_core.chokepoint import redact_for_store
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.enrich.chapter import (
     BY_DETERMINISTIC,
@@ -93,8 +94,10 @@ class ChapterOutcome:
         return self.reason in SERVER_FAILURES
 
     def to_json(self) -> dict[str, Any]:
+        # §9: a model's or a server's message can quote what it was sent.
         return {"path": self.path, "action": str(self.action), "reason": str(self.reason),
-                "model": self.model, "at": self.at, "calls": self.calls, "detail": self.detail}
+                "model": self.model, "at": self.at, "calls": self.calls,
+                "detail": redact_for_store(self.detail)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ChapterOutcome:

@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from dsh_chapters_core.chokepoint import redact_for_store
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.render import cap_text
 from dsh_chapters_core.search.aliases import AliasMap
@@ -52,11 +53,14 @@ def _json_object(answer: str) -> object:
         return Invalid(f"it is not valid JSON ({exc})")
 
 
-def _text_field(data: dict[str, object], key: str) -> str | Invalid:
+def _text_field(data: dict[str, object], key: str, config: Config) -> str | Invalid:
     value = data.get(key)
     if not isinstance(value, str):
         kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
         return Invalid(f'"{key}" is {kind}')
+    # §9: what a model writes into a chapter's frontmatter passes the chokepoint too, before
+    # it is capped (a cut could split a key the rules would still have known whole).
+    value = redact_for_store(value, config.redaction_patterns)
     collapsed = _SPACE.sub(" ", value).strip()
     if not collapsed:
         return Invalid(f'"{key}" is empty')
@@ -75,13 +79,13 @@ def validate_answer(answer: str, *, config: Config, aliases: AliasMap) -> Propos
         return data
     if not isinstance(data, dict):
         return Invalid(f"the JSON is a {type(data).__name__}, not an object")
-    title = _text_field(data, "title")
+    title = _text_field(data, "title", config)
     if isinstance(title, Invalid):
         return title
     sentences = len(_SENTENCE_BREAK.split(title))
     if sentences > 1:
         return Invalid(f'"title" is {sentences} sentences, not one')
-    summary = _text_field(data, "summary")
+    summary = _text_field(data, "summary", config)
     if isinstance(summary, Invalid):
         return summary
     raw_topics = data.get("topics")
@@ -90,7 +94,11 @@ def validate_answer(answer: str, *, config: Config, aliases: AliasMap) -> Propos
     if len(raw_topics) > config.enrichment_max_topics:
         return Invalid(f'"topics" has {len(raw_topics)} labels, at most '
                        f"{config.enrichment_max_topics}")
-    topics = tuple(dict.fromkeys(c for c in (aliases.canonical(t) for t in raw_topics) if c))
+    # A topic label is redacted before it is canonicalized: the canonical slug's lower case
+    # would hide a key from the rules.
+    topics = tuple(dict.fromkeys(
+        c for c in (aliases.canonical(redact_for_store(t, config.redaction_patterns))
+                    for t in raw_topics) if c))
     if not topics:
         return Invalid('"topics" has no label with a word in it')
     known = vocabulary_labels(aliases)

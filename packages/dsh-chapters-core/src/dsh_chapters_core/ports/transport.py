@@ -7,7 +7,7 @@ providers only know files. Failures are `TransportError` with a `FailureCode`, n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -144,3 +144,25 @@ class ProviderDoctor(Protocol):
     def repair(self, finding: HealthFinding) -> str:
         """Do `finding.repair`; return what was done, in words."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryFile:
+    """One version of a file in the pool's history: its path (pool-relative; "" for an
+    object no commit names), the commit it was first met at walking back from the heads
+    ("" for such an object), where it was read, and its bytes."""
+
+    path: str
+    commit: str
+    where: str  # "mirror" (this machine's copy of the history) or "pool" (a local-path pool)
+    data: bytes
+
+
+@runtime_checkable
+class PoolHistory(Protocol):
+    """What a provider may add for `chapters scan` (§9): every version of every file the
+    pool's history holds, as far as this machine can read it without the network (git: the
+    mirror's objects, and a local-path pool's own), each distinct content once. A provider
+    that keeps no history here (TreeDX) does not implement it."""
+
+    def history_files(self) -> Iterator[HistoryFile]: ...

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from dsh_chapters_core.chokepoint import redact_for_store
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.curation import (
     CurationFact,
@@ -68,7 +69,11 @@ def render_rule_file(
     authored_at: str,
     config: Config,
 ) -> tuple[str, str, Rule]:
-    """(store path, file text, rule) of a proposal. Deterministic: same inputs, same bytes."""
+    """(store path, file text, rule) of a proposal. Deterministic: same inputs, same bytes.
+
+    The category and the text are redacted first (§9): the title, the slug and the file name
+    are derived from them, and a rule reaches every machine's notice through the pool."""
+    proposal = redacted_proposal(proposal, config)
     category = category_slug(proposal.category)
     text = proposal.text.strip()
     if not category:
@@ -114,6 +119,13 @@ def render_rule_file(
         digest=digest,
     )
     return path, dump_frontmatter(fields) + body, rule
+
+
+def redacted_proposal(proposal: RuleProposal, config: Config) -> RuleProposal:
+    """The proposal with every credential in its category and text replaced by a marker."""
+    patterns = config.redaction_patterns
+    return replace(proposal, category=redact_for_store(proposal.category, patterns),
+                   text=redact_for_store(proposal.text, patterns))
 
 
 def _reservation_path(harness_id: str) -> str:
@@ -162,6 +174,7 @@ def propose_rule(
     Proposing the same text in the same category again returns the rule that exists, so an
     agent re-deriving rules from a session adds nothing twice.
     """
+    proposal = redacted_proposal(proposal, config)  # compared as it would be stored
     category = category_slug(proposal.category)
     for rule in existing:
         if rule.category == category and _same_rule(rule.text, proposal.text):

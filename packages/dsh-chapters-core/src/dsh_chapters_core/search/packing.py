@@ -106,21 +106,27 @@ class SearchAnswer:
         return f"{text}\n{cut}" if cut else text
 
     def _text(self, words: ArgumentWords) -> str:
+        where = SOURCE_WORDS.get(self.door, self.door)
         if self.status is AnswerStatus.EMPTY:
-            return f"nothing here: the {self.door} holds no archive yet (status: empty)"
+            return f"nothing here: {where} holds no chapters yet (status: empty)"
         if self.status is AnswerStatus.NO_MATCH:
             return (
-                f"no match: {self.searched} documents in the {self.door}, none matched "
+                f"no match: {self.searched} documents in {where}, none matched "
                 "(status: no-match)"
             )
-        door = f"{self.door} + {self.unpublished} unpublished" if self.unpublished else self.door
+        if self.unpublished:  # this machine's chapters the pool has not had yet
+            where += f" and {self.unpublished} unpublished"
         head = (
             f"shown {self.shown} of {self.total} · {self.budget.used}/{self.budget.requested} "
-            f"tokens · door: {door}"
+            f"tokens · from {where}"
         )
         if self.shown < self.total:
             head += f" · raise {words(Argument.MAX_TOKENS, None)} for more"
         return "\n".join((head, *self.lines))
+
+
+# Where an answer came from, in a reader's words (the JSON keeps the door's name).
+SOURCE_WORDS = {"store": "this machine's archive", "mirror": "the pool's copy"}
 
 
 class SearchRefusal(RefusalError):

@@ -37,17 +37,20 @@ _MARK = re.compile(
     "^(?:(?P<fence>`{3,}|~{3,})[^\\n]*"
     "|(?P<turn>## Turn )"
     "|\\*\\*(?:User|Assistant|Reasoning):\\*\\*"
-    "|→ tool |← result |⟦omitted|— compaction |— turn ended)".encode(),
+    "|→ tool |← result |⟦omitted"
+    "|— compaction |— away summary |— turn summary |— rollback|— turn ended)".encode(),
     re.MULTILINE,
 )
 
 
 # What the archive itself writes around the verbatim text (render.py): turn headings, role
-# labels, fence lines, the `→ tool` / `← result` prefixes, omission and compaction markers.
+# labels, fence lines, the `→ tool` / `← result` prefixes, omission markers, and the markers
+# of a compaction, a recap (away / turn summary) or a rollback (render.py, CompactionMarker).
 # A passage's terms are counted without it: every chapter says `tool`, `result`, `text` and
 # `user` that way, and a question about a user menu or a text field must not match them all.
 _MARKUP = re.compile(
-    "^(?:(?:`{3,}|~{3,}|## Turn |⟦omitted|— compaction |— turn ended)[^\n]*"
+    "^(?:(?:`{3,}|~{3,}|## Turn |⟦omitted"
+    "|— compaction |— away summary |— turn summary |— rollback|— turn ended)[^\n]*"
     "|\\*\\*(?:User|Assistant|Reasoning):\\*\\*[ \t]*"
     "|→ tool |← result )".encode(),
     re.MULTILINE,

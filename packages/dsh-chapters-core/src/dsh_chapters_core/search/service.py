@@ -59,6 +59,7 @@ from dsh_chapters_core.search.index import (
 )
 from dsh_chapters_core.search.packing import (
     OVERLAY_MARK,
+    SOURCE_WORDS,
     AnswerStatus,
     SearchAnswer,
     max_lines,
@@ -188,8 +189,9 @@ class RefreshReport:
         u = self.update
         docs = u.manifest.documents
         verb = "rebuilt" if u.rebuilt else "updated"
+        where = SOURCE_WORDS.get(str(self.door), str(self.door))
         text = (
-            f"index ({self.door}) {verb}: {docs} documents, {u.shard_count} shards; "
+            f"index of {where} {verb}: {docs} documents, {u.shard_count} shards; "
             f"+{len(u.added)} new, {len(u.changed)} changed, {len(u.removed)} removed, "
             f"{len(u.shards_written)} shards written"
         )
@@ -199,8 +201,8 @@ class RefreshReport:
             text += f", {len(u.divergent)} divergent derived files rebuilt"
         if u.curation.log.malformed:
             text += f", {u.curation.log.malformed} malformed curation lines skipped"
-        mode = "applied" if self.applied else "shadow"
-        text += f"; vocabulary: {len(self.candidates)} candidates ({mode})"
+        mode = "applied" if self.applied else "suggested only"
+        text += f"; topic merges: {len(self.candidates)} ({mode})"
         return text
 
 
@@ -881,7 +883,10 @@ class SearchService:
 
     def merge_topics(self, source: str, target: str) -> CurationFact:
         """`chapters topic merge <a> <b>`: a user-authored `topic-alias` fact (§6.3)."""
-        a, b = slugify(source), slugify(target)
+        # §9: redacted before slugging, whose lower case would hide a key from the rules
+        from dsh_chapters_core.chokepoint import redact_for_store  # the write path only
+
+        a, b = slugify(redact_for_store(source)), slugify(redact_for_store(target))
         if not a or not b:
             raise UsageError(
                 f"topic merge needs two topic names with words, got {source!r} {target!r}",
@@ -920,15 +925,16 @@ def status_line(tree: FileTree, *, build_index: str) -> str:
     `build_index` is how the caller names the indexing step (the core names no command)."""
     status = read_search_status(tree)
     if not status:
-        return f"search: no index yet (run {build_index})"
+        return f"search     no index yet (run {build_index})"
     parts = []
     for door in (DoorName.MIRROR, DoorName.STORE):
         s = status.get(str(door))
         if isinstance(s, Mapping):
-            mode = "applied" if s.get("vocabApply") else "shadow"
-            parts.append(f"{door} {s.get('shards', 0)} shards, {s.get('documents', 0)} documents, "
-                         f"vocabulary {s.get('candidates', 0)} candidates ({mode})")
-    return "search: " + "; ".join(parts)
+            mode = "applied" if s.get("vocabApply") else "suggested only"
+            parts.append(f"{SOURCE_WORDS.get(str(door), str(door))}: {s.get('documents', 0)} "
+                         f"documents in {s.get('shards', 0)} topic shards, "
+                         f"{s.get('candidates', 0)} topic merges ({mode})")
+    return "search     " + "; ".join(parts)
 
 
 def rebuild_entry(entry: SearchEntry, curation: Curation) -> SearchEntry:

@@ -155,7 +155,7 @@ _TOKEN_TABLE = bytes(i if i >= 128 or i in _WORD_BYTES else 32 for i in range(25
 _ASCII_WORD = re.compile(rb"[A-Za-z0-9]+(?:[._\-/:][A-Za-z0-9]+)*")
 # Distinct tokens remembered across bodies (a corpus repeats most of its spellings); the memo
 # is dropped whole when it grows past this many, so a long import stays bounded in memory.
-_TOKEN_MEMO_MAX = 1 << 20
+_TOKEN_MEMO_MAX = 1 << 17
 _token_memo: dict[bytes, tuple[str, ...]] = {}
 _token_words: dict[bytes, int] = {}
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import overload
@@ -47,6 +47,9 @@ CEILING_MARGIN = 1e-6
 # near-equal ceilings) scores more per batch, so the cost of a lookup stays small.
 FIRST_BATCH = 8
 MAX_BATCH = 256
+# Rows of postings walked before any document is scored, cheapest terms first (see
+# `top_matches`): a cost knob of the search, never of its answer.
+EAGER_ROWS = 8_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,7 @@ class TermPostings:
     most: int
     shortest: int
     mention: Sequence[int] = ()  # per row: the term's first mention among the passage's terms
+    holders: Sequence[int] = ()  # the distinct documents, ascending (its df before removals)
 
     def rows(self, doc: int) -> range:
         """The rows of `doc` (empty when it does not hold the term)."""
@@ -174,7 +178,7 @@ def matching(body: BodyQuery, front: Mapping[int, float], excluded: AbstractSet[
     found: set[int] = set(front)
     for p in body.postings:
         if p is not None:
-            found.update(p.docs)
+            found.update(p.holders or p.docs)
     return len(found - excluded) if excluded else len(found)
 
 
@@ -208,9 +212,16 @@ def top_matches(
     waiting: list[tuple[tuple[float, float, str], Hit]] = []  # scored, not yet certain
     heap: list[tuple[float, int]] = []  # (-ceiling, doc) of the candidates not yet scored
 
+    bounds: dict[int, tuple[float, int, int]] = {}
+
     def rest_bound() -> tuple[float, int, int]:
-        rest = order[taken:]
-        return sum(upper[i] for i in rest), len(rest), sum(1 << i for i in rest)
+        """The terms not walked yet: the most they add together, how many, which."""
+        found = bounds.get(taken)
+        if found is None:
+            rest = order[taken:]
+            found = bounds[taken] = (sum(upper[i] for i in rest), len(rest),
+                                     sum(1 << i for i in rest))
+        return found
 
     def outside() -> float:
         """The most a document that is not a candidate can score."""
@@ -223,7 +234,11 @@ def top_matches(
         total, n, rest = rest_bound()
         s = sums.get(doc, 0.0)
         h = held.get(doc, 0)
-        body_part = (w * ((s + total) * (h + n) / q + bonus * pairs(masks.get(doc, 0) | rest))
+        mask = masks.get(doc, 0)
+        tight = tightened.get(doc)
+        if tight is not None:  # the terms not walked, read off this document's own rows
+            total, n, rest = tight
+        body_part = (w * ((s + total) * (h + n) / q + bonus * pairs(mask | rest))
                      if q and (h or n) else 0.0)
         return front.get(doc, 0.0) + body_part + CEILING_MARGIN
 
@@ -233,16 +248,28 @@ def top_matches(
             heap.append((-ceiling(doc), doc))
         heapq.heapify(heap)
 
+    def most_added(i: int, rows: Iterable[int]) -> float:
+        """The most term i adds to one of these rows' passages (exact per row)."""
+        p = body.postings[i]
+        assert p is not None
+        k1, b, f = rules.k1, rules.b, idf[i]
+        tf, length = p.tf, p.length
+        return max((term_ceiling(f, tf[r], length[r], k1, b, expected) for r in rows),
+                   default=0.0)
+
     def walk(i: int) -> None:
         """Term i's holders become candidates, each with the most the term adds to one of its
         passages (exact per passage: its frequency and length are in the row)."""
         p = body.postings[i]
         assert p is not None
         k1, b, f = rules.k1, rules.b, idf[i]
+        # `term_ceiling` written out: this loop runs once per row of the term.
+        top, base, slope = f * (k1 + 1.0), k1 * (1.0 - b), k1 * b / expected
         adds: dict[int, float] = {}
+        get = adds.get
         for doc, tf, length in zip(p.docs, p.tf, p.length, strict=True):
-            c = term_ceiling(f, tf, length, k1, b, expected)
-            if c > adds.get(doc, 0.0):
+            c = top * tf / (tf + base + slope * length)
+            if c > get(doc, 0.0):
                 adds[doc] = c
         for doc, c in adds.items():
             if doc in done:
@@ -250,7 +277,38 @@ def top_matches(
             sums[doc] = sums.get(doc, 0.0) + c
             held[doc] = held.get(doc, 0) + 1
             masks[doc] = masks.get(doc, 0) | 1 << i
+        tightened.clear()  # what they said of the terms not walked now includes term i
 
+    def tighten(doc: int) -> bool:
+        """A candidate's ceiling with the terms not walked read off its own rows (a lookup
+        each) instead of the most any document holds them: whether that changed it."""
+        if doc in tightened or taken >= len(order):
+            return False
+        total, n, rest = 0.0, 0, 0
+        for i in order[taken:]:
+            p = body.postings[i]
+            assert p is not None
+            rows = p.rows(doc)
+            if rows:
+                total += most_added(i, rows)
+                n += 1
+                rest |= 1 << i
+        tightened[doc] = (total, n, rest)
+        return True
+
+    tightened: dict[int, tuple[float, int, int]] = {}
+    # The cheap terms are walked first, whatever the bound: their holders' ceilings then hold
+    # the term exactly instead of the most any document adds (a few lookups a row, cheaper
+    # than scoring the candidates a loose ceiling would leave).
+    rows_walked = 0
+    while taken < len(order):
+        p = body.postings[order[taken]]
+        assert p is not None
+        if rows_walked + len(p.docs) > EAGER_ROWS:
+            break
+        rows_walked += len(p.docs)
+        walk(order[taken])
+        taken += 1
     rebuild()
     batch = FIRST_BATCH
     while True:
@@ -266,7 +324,15 @@ def top_matches(
             continue
         ids: list[int] = []
         while heap and len(ids) < batch:
-            ids.append(heapq.heappop(heap)[1])
+            _, doc = heapq.heappop(heap)
+            if tighten(doc):
+                again = -ceiling(doc)
+                if heap and again > heap[0][0]:  # no longer the best ceiling: back in line
+                    heapq.heappush(heap, (again, doc))
+                    continue
+            ids.append(doc)
+        if not ids:
+            continue
         known = facts(ids)
         for doc in ids:
             done.add(doc)

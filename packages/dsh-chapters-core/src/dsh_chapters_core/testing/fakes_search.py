@@ -159,7 +159,7 @@ class MemorySearchIndex:
             out.append(TermPostings([r[0] for r in rows], [r[1] for r in rows],
                                     [r[2] for r in rows], [r[3] for r in rows],
                                     max(r[2] for r in rows), min(r[3] for r in rows),
-                                    [r[4] for r in rows])
+                                    [r[4] for r in rows], list(dict.fromkeys(r[0] for r in rows)))
                        if rows else None)
         return out
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,10 +21,12 @@ from typing import Any
 from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from dsh_chapters.app import App
+from dsh_chapters.commands.archive import import_json, import_lines
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.hooks import HookPayload, after_archive, run_hook, safe_message
-from dsh_chapters.present import error_text
+from dsh_chapters.present import display_path, error_text, fold
 from dsh_chapters.services.agents import AppArchive, project_line
+from dsh_chapters.services.importing import ImportResult, import_sessions
 
 AGENTS = ("claude-code", "codex", "dsh")
 # Agents whose MCP configuration is one JSON file (pi and aider read none: install says so).
@@ -31,7 +35,10 @@ INSTALL_AGENTS = (*AGENTS, *MCP_CONFIG_AGENTS)
 # The scope an agent's install takes when none is named: its user file, where that is the one
 # the agent's own docs point to.
 DEFAULT_SCOPES = {"copilot-cli": "user"}
-SCOPES = ("project", "user")
+SCOPES = ("project", "local", "user")
+# What the committed project-scope files run: the `chapters` on each teammate's PATH (README,
+# "chapters on your PATH"), never this machine's absolute path, which breaks everyone else's.
+PORTABLE_COMMAND = ("chapters",)
 # Claude Code's own kill switch sits past the hook's budget, so our watchdog always speaks first.
 CLAUDE_TIMEOUT_MARGIN_S = 10
 SCRIPT_NAMES = ("chapters", "chapters.exe")
@@ -99,8 +106,13 @@ def run_hook_command(args: argparse.Namespace, inv: Invocation) -> int:
 # chapters install / uninstall
 
 
-def chapters_command() -> tuple[str, ...]:
-    """The argv that runs `chapters`: the script beside this Python, else `python -m`."""
+def chapters_command(scope: str = "user") -> tuple[str, ...]:
+    """The argv that runs `chapters`. In files a team commits (the project scope): `chapters`,
+    found on each machine's PATH. In this machine's own files (user and local scopes, DSH's and
+    Codex's user config): the script beside this Python, else `python -m`, by absolute path, so
+    the hooks run without a shell PATH."""
+    if scope == "project":
+        return PORTABLE_COMMAND
     here = Path(sys.executable).parent
     for name in SCRIPT_NAMES:
         script = here / name
@@ -133,9 +145,20 @@ def claude_config_dir(inv: Invocation) -> Path | None:
     return Path(inv.env["CLAUDE_CONFIG_DIR"]) if inv.env.get("CLAUDE_CONFIG_DIR") else None
 
 
-def _installer(app: App) -> Any:
+def _installer(app: App, scope: str = "user") -> Any:
     timeout = math.ceil(app.config.hook_timeout_ms / 1000) + CLAUDE_TIMEOUT_MARGIN_S
-    return app.factories.installer(app, chapters_command(), timeout)
+    return app.factories.installer(app, chapters_command(scope), timeout)
+
+
+def _path_warning(inv: Invocation) -> list[str]:
+    """Project-scope entries run `chapters` from the PATH: say so when this machine has none."""
+    found = shutil.which(PORTABLE_COMMAND[0], path=inv.env.get("PATH", os.defpath))
+    if found is not None:
+        return []
+    return ["warning: `chapters` is not on this machine's PATH, so these hooks and the server "
+            "cannot start here yet: put it there (README: pipx install or uv tool install), or "
+            "run `chapters install claude-code --scope local`, which names this machine's "
+            "`chapters` by its full path in files git does not track"]
 
 
 def _scope(args: argparse.Namespace) -> str:
@@ -153,16 +176,45 @@ def _scope(args: argparse.Namespace) -> str:
 
 
 def _emit_changes(inv: Invocation, verb: str, agent: str, scope: str,
-                  changes: Sequence[Any], next_steps: Sequence[str]) -> None:
+                  changes: Sequence[Any], next_steps: Sequence[str],
+                  imported: ImportResult | None = None) -> None:
     rows = [{"path": c.path, "action": c.action, "detail": c.detail, "backup": c.backup}
             for c in changes]
     changed = sum(1 for c in changes if c.action != "unchanged")
-    lines = [f"{c.action:9} {c.path}: {c.detail}" + (f" (backup: {c.backup})" if c.backup else "")
-             for c in changes]
+    app = inv.app
+
+    def shown(path: str) -> str:
+        return display_path(path, app.workspace, _home(inv))
+
+    lines = [f"{c.action:9} {shown(c.path)}: {c.detail}"
+             + (f" (backup: {shown(c.backup)})" if c.backup else "") for c in changes]
     lines.append(f"{verb} {agent} ({scope}): {changed} of {len(changes)} file(s) changed")
+    data: dict[str, Any] = {"agent": agent, "scope": scope, "changed": changed, "files": rows}
+    if imported is not None:
+        data["import"] = import_json(imported)
+        lines.extend(_import_summary(inv, imported))
     lines.extend(next_steps)
-    inv.emit({"agent": agent, "scope": scope, "changed": changed, "files": rows},
-             "\n".join(lines))
+    inv.emit(data, fold("\n".join(lines)))
+
+
+def _import_summary(inv: Invocation, result: ImportResult) -> list[str]:
+    """What the install's import archived: the totals, never each session's report."""
+    if not result.files:
+        return [f"imported no {result.harness} session: none of this project under "
+                f"{display_path(result.where, inv.app.workspace, _home(inv))} yet"]
+    return import_lines(inv.app, result, reports=False)
+
+
+def _import_existing(args: argparse.Namespace, inv: Invocation) -> ImportResult | None:
+    """History already on disk, archived now: Claude Code deletes transcripts older than
+    cleanupPeriodDays (30 by default), and a hook only sees the sessions after install."""
+    if args.no_import:
+        return None
+    try:
+        return import_sessions(inv.app, args.agent)
+    except ChaptersError as exc:  # the install stands; the import says why it did not run
+        inv.stderr.write(f"chapters: the import after install stopped: {error_text(exc)}\n")
+        return None
 
 
 def _mcp_config(args: argparse.Namespace, inv: Invocation, verb: str) -> int:
@@ -172,14 +224,23 @@ def _mcp_config(args: argparse.Namespace, inv: Invocation, verb: str) -> int:
         raise UsageError(f"--enable-hooks is for Codex; {args.agent} runs no hook of ours",
                          hint=f"run `chapters {verb} {args.agent}`")
     scope = str(args.scope or DEFAULT_SCOPES.get(args.agent, "project"))
+    if scope == "local":
+        raise UsageError(f"--scope local is Claude Code's; {args.agent} has project and user "
+                         "configuration", hint=f"run `chapters {verb} {args.agent}`")
     app = inv.app
-    installer = app.factories.mcp_config_installer(app, chapters_command())
+    # project scope: files a team commits, so the PATH's `chapters`, as for Claude Code
+    installer = app.factories.mcp_config_installer(app, chapters_command(scope))
     run = installer.install if verb == "install" else installer.uninstall
     changes = run(args.agent, scope, app.workspace, _home(inv), inv.env)
-    steps = ([f"next: restart {args.agent} to load the server; `chapters watch` archives its "
-              f"sessions live, `chapters import {args.agent}` at once"] if verb == "install"
-             else ["the archive itself (.dsh-chapters/) is untouched"])
-    _emit_changes(inv, f"{verb}ed", args.agent, scope, changes, steps)
+    if verb == "install":
+        steps = [*(_path_warning(inv) if scope == "project" else []),
+                 f"next: restart {args.agent} to load the server; `chapters watch` archives "
+                 "its sessions as they are written"]
+        _emit_changes(inv, "installed", args.agent, scope, changes, steps,
+                      _import_existing(args, inv))
+    else:
+        _emit_changes(inv, "uninstalled", args.agent, scope, changes,
+                      ["the archive itself (.dsh-chapters/) is untouched"])
     return 0
 
 
@@ -190,13 +251,14 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
     if args.agent == "dsh":
         changes = app.factories.dsh_installer(app, chapters_command()).install(dsh_home(inv))
-        _emit_changes(inv, "installed", args.agent, scope, changes, DSH_STEPS)
+        _emit_changes(inv, "installed", args.agent, scope, changes, DSH_STEPS,
+                      _import_existing(args, inv))
         return 0
-    installer = _installer(app)
+    installer = _installer(app, scope)
     if args.agent == "codex":
         changes = installer.install_codex(codex_home(inv), enable_hooks=args.enable_hooks)
         steps = ["next: restart Codex (it may ask you to review the new hooks in /hooks); "
-                 "`chapters watch` archives its sessions live, `chapters import codex` at once"]
+                 "`chapters watch` archives its sessions as they are written"]
     else:
         if args.enable_hooks:
             raise UsageError("--enable-hooks is for Codex, whose hooks sit behind a feature "
@@ -204,9 +266,14 @@ def run_install(args: argparse.Namespace, inv: Invocation) -> int:
                              hint="run `chapters install codex --enable-hooks`")
         changes = installer.install_claude(scope, app.workspace, _home(inv),
                                            claude_config_dir(inv))
-        steps = ["next: restart Claude Code (or run /hooks and /mcp) to load the hooks and the "
-                 "server; `chapters link <pool>` shares the archive across machines"]
-    _emit_changes(inv, "installed", args.agent, scope, changes, steps)
+        if scope == "local":
+            app.factories.exclude_from_git(app.workspace, [".claude/settings.local.json"])
+        steps = ["next: restart Claude Code (or /hooks and /mcp); `chapters link <pool>` shares "
+                 "the archive"]
+        if scope == "project":
+            steps = [*_path_warning(inv), *steps]
+    _emit_changes(inv, "installed", args.agent, scope, changes, steps,
+                  _import_existing(args, inv))
     return 0
 
 
@@ -215,7 +282,7 @@ def run_uninstall(args: argparse.Namespace, inv: Invocation) -> int:
         return _mcp_config(args, inv, "uninstall")
     scope = _scope(args)
     app = inv.app
-    installer = _installer(app)
+    installer = _installer(app, scope)
     if args.agent == "dsh":
         changes = app.factories.dsh_installer(app, chapters_command()).uninstall(dsh_home(inv))
     elif args.agent == "codex":
@@ -270,10 +337,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         parser.add_argument("agent", choices=INSTALL_AGENTS, metavar="|".join(INSTALL_AGENTS),
                             help="which agent")
         parser.add_argument("--scope", choices=SCOPES, default=None,
-                            help="claude-code, gemini-cli, opencode, cursor: this project "
-                                 "(default) or your user; copilot-cli: your user (default) or "
-                                 "this project")
+                            help="project (files a team commits, which run `chapters` from "
+                                 "the PATH; the default but for copilot-cli), local "
+                                 "(claude-code only: .claude/settings.local.json and your "
+                                 "~/.claude.json, this machine's full path) or user (your own "
+                                 "files, every project of yours; copilot-cli's default)")
         if verb == "install":
+            parser.add_argument("--no-import", action="store_true",
+                                help="do not import this project's existing sessions now")
             parser.add_argument("--enable-hooks", action="store_true",
                                 help="codex only: also turn on Codex's hooks feature flag "
                                      "([features] hooks = true) in config.toml")

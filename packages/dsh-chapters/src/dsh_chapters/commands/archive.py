@@ -8,25 +8,30 @@ a transcript is refused with numbers before anything in the store is touched.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from dsh_chapters_core.archive import ArchiveReport
-from dsh_chapters_core.errors import ChaptersError, InputError, UsageError
+from dsh_chapters_core.errors import ChaptersError, UsageError
 from dsh_chapters_core.notice import chapter_ended
 
+from dsh_chapters.app import App
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.commands.pool import run_list_pool
-from dsh_chapters.present import report_lines
-from dsh_chapters.services import finality, pool
+from dsh_chapters.present import clip, fold, report_lines
+from dsh_chapters.services import pool
 from dsh_chapters.services.archive import AUTO, archive_and_log, read_transcript, sync_point
-from dsh_chapters.services.library import chapter_number, chapters, read_chapter
-from dsh_chapters.services.transcripts import read_guarded
+from dsh_chapters.services.importing import ImportResult, import_sessions
+from dsh_chapters.services.library import (
+    chapter_ids,
+    chapter_number,
+    chapters,
+    read_chapter,
+    sessions_by_date,
+)
 
 _PROGRESS_WIDTH = 30
+WIDE_HELP = ("everything on each line, however long: source paths, full session ids, chapter "
+             "paths and why each chapter began")
 FINAL_HELP = ("the session is over: archive its unfinished last turn too, marked "
               "`ended: incomplete-turn`")
 
@@ -42,8 +47,9 @@ def run_archive(args: argparse.Namespace, inv: Invocation) -> int:
     report = archive_and_log(app, transcript, final=bool(getattr(args, "final", False)))
     outcome = sync_point(app)
     pool_line = pool.describe_sync_point(outcome)
+    lines = report_lines(report, ids=chapter_ids(chapters(app)), wide=args.wide)
     inv.emit({**report.to_dict(), "pool": pool.sync_point_json(outcome)},
-             "\n".join([*report_lines(report), *([pool_line] if pool_line else [])]))
+             fold("\n".join([*lines, *([pool_line] if pool_line else [])]), wide=args.wide))
     return 0
 
 
@@ -77,84 +83,67 @@ class _Progress:
             self.inv.stderr.flush()
 
 
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
 def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
-    reader = app.harnesses.get(args.harness)
-    if reader is None:
-        from dsh_chapters.plugins import missing_reader_hint
-
-        raise UsageError(f"import {args.harness}: no such reader (installed: "
-                         f"{', '.join(app.harnesses) or 'none'})",
-                         hint=missing_reader_hint(args.harness)
-                         or "run `chapters import claude-code` or `chapters import codex`")
     source = str((inv.cwd / args.source).absolute()) if args.source else None
-    if source is not None and not Path(source).is_dir():
-        raise UsageError(f"--source {args.source}: not a directory",
-                         hint="pass the directory that holds the session files")
-    files = reader.discover(source, str(app.workspace))
-    if not files:
-        where = source or f"the default {args.harness} location"
-        raise ChaptersError(f"no {args.harness} session of {app.workspace} found under {where} "
-                            "(0 files)", hint="pass --source DIR to import from another directory")
-    progress = _Progress(inv, len(files))
-    reports: list[ArchiveReport] = []
-    failures: list[tuple[str, str]] = []
-    counted: set[str] = set()
-    with contextlib.ExitStack() as batch:
-        held = 0  # transcript bytes archived in the open writer section
-        for done, file in enumerate(files):
-            progress.show(done, Path(file).name)
-            if not held:
-                # Sessions are archived a batch to a writer section: as each batch ends, the
-                # search index takes in what it wrote (search.md "The freshness rule").
-                batch.enter_context(app.lock.hold(app.config.lock_timeout_ms / 1000))
-            # A session inside one file (OpenCode's database) is as idle as that file.
-            backing = getattr(reader, "backing_file", None)
-            stands_for = backing(file) if callable(backing) else file
-            try:
-                final = (bool(getattr(args, "final", False))
-                         or finality.is_finished(stands_for, app.config))
-                reports.append(archive_and_log(app, read_guarded(app, reader, file),
-                                               final=final))
-            except InputError as exc:  # one unreadable session never stops the others
-                failures.append((file, exc.message))
-            # A file holding many sessions counts once, with its first.
-            held += max(_size(stands_for) if stands_for not in counted else 0, 1)
-            counted.add(stands_for)
-            if held >= app.config.import_batch_bytes:
-                batch.close()
-                held = 0
-    progress.show(len(files), "done")
-    progress.close()
-    outcome = sync_point(app) if reports else None  # §5.1, as for archive
-    chapters = sum(len(r.chapters) for r in reports)
-    turns = sum(r.turns_archived for r in reports)
-    data = {"harness": args.harness, "sessions": len(files), "imported": len(reports),
-            "chapters": chapters, "turnsArchived": turns,
-            "reports": [r.to_dict() for r in reports],
-            "failures": [{"path": p, "error": m} for p, m in failures],
-            "pool": pool.sync_point_json(outcome)}
-    lines: list[str] = []
-    for report in reports:
-        lines.extend(report_lines(report))
-    lines.append(f"imported {len(reports)} of {len(files)} {args.harness} session(s): "
-                 f"{turns} turn(s) into {chapters} new chapter(s)")
-    for path, message in failures:
-        lines.append(f"  failed {path}: {message}")
-    if pool.describe_sync_point(outcome):
-        lines.append(pool.describe_sync_point(outcome))
-    inv.emit(data, "\n".join(lines))
-    if failures:
-        raise ChaptersError(f"{len(failures)} of {len(files)} session file(s) could not be read",
+    progress: _Progress | None = None
+
+    def on_file(done: int, total: int, label: str) -> None:
+        nonlocal progress
+        if progress is None:
+            progress = _Progress(inv, total)
+        progress.show(done, label)
+
+    result = import_sessions(app, args.harness, source=source,
+                             final=bool(getattr(args, "final", False)), on_file=on_file)
+    if progress is not None:
+        progress.close()
+    if not result.files:
+        raise ChaptersError(f"no {args.harness} session of {app.workspace} found under "
+                            f"{result.where} (0 files)",
+                            hint="pass --source DIR to import from another directory")
+    inv.emit(import_json(result), fold("\n".join(import_lines(app, result, wide=args.wide)),
+                                       wide=args.wide))
+    if result.failures:
+        raise ChaptersError(f"{len(result.failures)} of {len(result.files)} session file(s) "
+                            "could not be read",
                             hint="see each file's reason above; the others were archived")
     return 0
+
+
+def import_json(result: ImportResult) -> dict[str, Any]:
+    return {"harness": result.harness, "sessions": len(result.files),
+            "imported": len(result.reports), "chapters": result.chapters,
+            "turnsArchived": result.turns, "from": result.where,
+            "reports": [r.to_dict() for r in result.reports],
+            "failures": [{"path": p, "error": m} for p, m in result.failures],
+            "pool": pool.sync_point_json(result.outcome)}
+
+
+def import_lines(app: App, result: ImportResult, *, wide: bool = False,
+                 reports: bool = True) -> list[str]:
+    """An import's report: each session's (unless `reports` is off), then the totals."""
+    lines: list[str] = []
+    if reports:
+        ids = chapter_ids(chapters(app)) if result.reports else {}
+        for report in result.reports:
+            lines.extend(report_lines(report, ids=ids, wide=wide))
+    lines.append(f"imported {len(result.reports)} of {len(result.files)} {result.harness} "
+                 f"session(s): {result.turns} turn(s) into {result.chapters} new chapter(s)")
+    unknown = sorted({name for r in result.reports for name, _ in r.account.unknown_types})
+    if unknown:
+        held = sum(1 for r in result.reports if r.account.unknown_types)
+        lines.append(f"{held} session(s) hold record types this reader does not know "
+                     f"({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}): "
+                     "`chapters doctor` lists them")
+    for path, message in result.failures:
+        lines.append(f"  failed {path}: {message}")
+    if pool.describe_sync_point(result.outcome):
+        lines.append(pool.describe_sync_point(result.outcome))
+    if result.chapters:
+        lines.append("`chapters list` shows every chapter with its id; "
+                     "`chapters show <id>` prints one")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,25 +156,43 @@ def _messages_text(messages: dict[str, int]) -> str:
     return " · ".join(shown) or "no messages"
 
 
+def _when(date: str) -> str:
+    """`2026-01-27T09:19:03Z` as `2026-01-27 09:19` (the minute is what a reader scans)."""
+    return date[:16].replace("T", " ") if date else "-"
+
+
 def run_list(args: argparse.Namespace, inv: Invocation) -> int:
     if args.pool:
         return run_list_pool(args, inv)
     app = inv.app
     prefix = app.store_dir()
+    sessions = sessions_by_date(chapters(app))
     rows: list[dict[str, Any]] = [{
-        "number": chapter_number(d), "date": d.date, "title": d.title, "messages": dict(d.messages),
-        "topics": list(d.topics), "path": f"{prefix}/{d.path}", "sessionId": d.session_id,
-        "ended": chapter_ended(d),
-    } for d in chapters(app)]
+        "id": s.chapter_id(d), "session": s.short, "number": chapter_number(d), "date": d.date,
+        "title": d.title, "messages": dict(d.messages), "topics": list(d.topics),
+        "path": f"{prefix}/{d.path}", "sessionId": d.session_id, "ended": chapter_ended(d),
+    } for s in sessions for d in s.chapters]
     if not rows:
-        inv.emit(rows, f"no chapters in {app.store_root} yet; run `chapters archive PATH` or "
-                       "`chapters import claude-code`")
+        inv.emit(rows, f"no chapters in {app.store_root} yet; run `chapters import claude-code` "
+                       "(or codex, dsh) or `chapters archive PATH`")
         return 0
-    text = [f"{r['number']:03d}  {r['date'][:16] or '-':<16}  {r['title']}  "
-            f"({_messages_text(r['messages'])})  "
-            f"[{', '.join(r['topics'])}]  {r['path']}"
-            + (f"  (ended: {r['ended']})" if r["ended"] else "") for r in rows]
-    text.append(f"{len(rows)} chapter(s) in {app.store_root}")
+    by_path = {r["path"]: r for r in rows}
+    text: list[str] = []
+    for s in sessions:
+        count = len(s.chapters)
+        text.append(clip(f"{s.short}  {_when(s.started)}  {count} chapter{'s' * (count != 1)}  "
+                         f"{s.chapters[0].title}", wide=args.wide))
+        for d in s.chapters:
+            r = by_path[f"{prefix}/{d.path}"]
+            note = "  (last turn unfinished)" if r["ended"] else ""
+            line = f"  {r['id']:<{len(s.short) + 4}}  {_when(d.date)[11:] or '-':<5}  {d.title}"
+            if args.wide:
+                text.append(f"{line}{note}  ({_messages_text(r['messages'])})  "
+                            f"[{', '.join(r['topics'])}]  {r['path']}")
+            else:
+                text.append(clip(line, keep=note))
+    text.append(f"{len(rows)} chapter(s) in {len(sessions)} session(s) in {prefix}/ · "
+                "`chapters show <id>` prints one")
     inv.emit(rows, "\n".join(text))
     return 0
 
@@ -239,6 +246,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                                  "copilot-cli|aider",
                          help="the file's format (default: auto, from its first bytes)")
     archive.add_argument("--final", action="store_true", help=FINAL_HELP)
+    archive.add_argument("--wide", action="store_true", help=WIDE_HELP)
     archive.set_defaults(run=run_archive)
 
     imp = subparsers.add_parser(
@@ -258,18 +266,26 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     imp.add_argument("--final", action="store_true",
                      help=FINAL_HELP + "; without it, a file idle for sessionFinalAfterMinutes "
                           "counts as over")
+    imp.add_argument("--wide", action="store_true", help=WIDE_HELP)
     imp.set_defaults(run=run_import)
 
     lst = subparsers.add_parser(
         "list", parents=[common], help="one line per archived chapter",
-        description="One line per chapter: number, date, title, message counts, topics, path.")
+        description="This store's chapters, grouped by session in the order the sessions "
+                    "started: a line per session (its short id, start, chapter count and first "
+                    "title), then a line per chapter with the id that `show`, `artifact` and the "
+                    "viewer take (<session>/<n>). --wide adds message counts, topics and paths.")
     lst.add_argument("--pool", action="store_true",
                      help="list the pool mirror's chapters of this project instead")
+    lst.add_argument("--wide", action="store_true",
+                     help="everything on each line, however long: message counts, topics, path")
     lst.set_defaults(run=run_list)
 
     show = subparsers.add_parser(
         "show", parents=[common], help="print one chapter",
-        description="Print a chapter. ID is a path, a store path, <session>/<NNN> or NNN.")
+        description="Print a chapter. ID is the id `chapters list` prints (<session>/<n>: the "
+                    "first characters of the session and the chapter's number), a bare number "
+                    "when only one session has it, or a chapter's path.")
     show.add_argument("id", metavar="ID|PATH", help="which chapter")
     show.add_argument("--line", type=int, default=None, metavar="L",
                       help="open at this 1-based line (a search anchor's L<line>), "

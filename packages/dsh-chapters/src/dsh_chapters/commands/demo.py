@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from dsh_chapters_core.errors import ChaptersError
+from dsh_chapters_core.search.packing import SOURCE_WORDS
 
 from dsh_chapters.commands import build_parser
 from dsh_chapters.commands.invocation import Invocation
-from dsh_chapters.present import error_text
+from dsh_chapters.present import error_text, fold
 
 SAMPLES = ("demo-session.jsonl", "demo-session-2.jsonl")
 DEMO_PROJECT = "github.com/ada/widgets"
@@ -114,7 +115,8 @@ def _clip(text: str, width: int) -> str:
 
 def _pool_chapters_text(listed: list[dict[str, Any]], limit: int) -> list[str]:
     rows = [
-        f"{c['harnessId']}  {_clip(c['path'].rsplit('/', 1)[-1], 44):<44}  {_clip(c['title'], 60)}"
+        f"{c['harnessId']}  {c['path'].rsplit('/', 1)[-1].split('-', 1)[0]}  "
+        f"{_clip(c['title'], 60)}"
         for c in listed[:limit]
     ]
     if len(listed) > limit:
@@ -158,12 +160,12 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
         story.say(
             b.name,
             f"searches {DEMO_QUERY!r}: shown {found.get('shown', 0)} of "
-            f"{found.get('total', 0)} in its {found.get('door', 'store')}",
+            f"{found.get('total', 0)} in {SOURCE_WORDS.get(found.get('door', ''), 'its archive')}",
             matches=[m.get("path", "") for m in matches],
         )
         for match in matches[:2]:
-            name = match.get("path", "").rsplit("/", 1)[-1]
-            story.more(f"{name}  ({_clip(match.get('title', ''), 60)})")
+            number = match.get("path", "").rsplit("/", 1)[-1].split("-", 1)[0]
+            story.more(f"chapter {number}: {_clip(match.get('title', ''), 60)}")
         # Offline: the pool's drive goes away (a dropped mount). The mirror knows its pool, so
         # the next sync reports it missing instead of creating a new, empty one.
         away = root / "shared-drive.unplugged"
@@ -201,7 +203,7 @@ def run_two_machine_demo(inv: Invocation, *, keep: bool) -> int:
     footer = f"done in {elapsed:.1f} s · {where}"
     story.inv.emit(
         {"root": str(root), "kept": keep, "seconds": round(elapsed, 2), "steps": story.steps},
-        "\n".join([header, *story.lines, footer]),
+        fold("\n".join([header, *story.lines, footer])),
     )
     return 0
 

@@ -20,7 +20,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "doctor", parents=[common], help="check the store, mirror, index and credentials",
         description="Check the store (files that cannot be read, symlinks), the pool files "
                     "copy-in quarantined, the writer lock, the mirror's integrity and the "
-                    "pool's lock, the index and the credentials. Prints what it found and what "
+                    "pool's lock, the index and the credentials, and lists record types the "
+                    "transcript readers met but do not know. Prints what it found and what "
                     "--repair would do; --repair does it.")
     doctor.add_argument("--repair", action="store_true",
                         help="do every repair that needs no person")

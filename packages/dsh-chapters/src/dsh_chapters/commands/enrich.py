@@ -25,7 +25,9 @@ from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from dsh_chapters.app import App
 from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.present import fold
 from dsh_chapters.services import enrich as enrichment
+from dsh_chapters.services.library import chapter_ids, chapters
 
 CLEAR = "clear"
 
@@ -131,15 +133,17 @@ def run_report(args: argparse.Namespace, inv: Invocation) -> int:
             "lastRun": state.last_run.to_json() if state.last_run else None,
             **enrichment.queue_summary(app)}
     lines = []
+    ids = chapter_ids(chapters(app))
     for row in rows:
         outcome = row.outcome
         why = f" ({outcome.reason}{': ' + outcome.detail if outcome.detail else ''})" \
             if outcome and outcome.action is not EnrichAction.ENRICHED else ""
-        lines.append(f"{row.status:<12} {row.values_by:<28} .dsh-chapters/{row.path}{why}")
+        name = ids.get(row.path, f".dsh-chapters/{row.path}")
+        lines.append(f"{name:<12} {row.status:<12} {row.values_by:<28}{why}")
     total = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no chapters"
     lines.append(f"{len(rows)} chapter(s): {total}; {len(state.queued)} queued")
     lines.extend(enrichment.status_lines(app))
-    inv.emit(data, "\n".join(lines))
+    inv.emit(data, fold("\n".join(lines)))
     return 0
 
 
@@ -207,7 +211,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "enrich", parents=[common], help="relabel chapters with a model (off the archive path)",
         description="Relabel archived chapters (title, summary, topics) with a model, after the "
                     "fact: the archive never waits for it, a failing model keeps the "
-                    "deterministic values, and the body is never touched (§6).")
+                    "deterministic values, and the body is never touched.")
     subs = enrich.add_subparsers(dest="enrich_command", metavar="run|report|model", required=True)
 
     run = subs.add_parser(

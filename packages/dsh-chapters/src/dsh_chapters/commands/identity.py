@@ -22,7 +22,7 @@ from dsh_chapters.plugins import KEY_NAMESPACES
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     key = subparsers.add_parser(
         "key", parents=[common], help="print the projectKey and what it is derived from",
-        description="Print the projectKey (§2.3) and the canonical string it is derived from.",
+        description="Print the projectKey and the canonical string it is derived from.",
     )
     source = key.add_mutually_exclusive_group()
     source.add_argument("--remote", metavar="URL", help="derive from this remote URL")
@@ -33,7 +33,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "redact", parents=[common], help="redact credentials from stdin to stdout",
         description="Read stdin, write it to stdout with every credential replaced by a marker.",
     )
-    red.add_argument("--report", action="store_true", help="print counts per family on stderr")
+    red.add_argument("--report", action="store_true",
+                     help="print the families that matched, and the total, on stderr")
     red.set_defaults(run=run_redact)
 
 
@@ -93,8 +94,10 @@ def _report(result: Redaction, inv: Invocation) -> None:
                 "total": result.total}
         inv.stderr.write(json.dumps(data) + "\n")
         return
-    width = max(len(name) for name in FAMILIES)
-    lines = [f"{name:<{width}}  {counts.get(name, 0)}" for name in FAMILIES]
+    # The families that matched, in report order (there are dozens; --json lists every one).
+    matched = [name for name in FAMILIES if counts.get(name)]
+    width = max((len(name) for name in [*matched, "total"]), default=5)
+    lines = [f"{name:<{width}}  {counts[name]}" for name in matched]
     lines.append(f"{'total':<{width}}  {result.total}")
     inv.stderr.write("\n".join(lines) + "\n")
 

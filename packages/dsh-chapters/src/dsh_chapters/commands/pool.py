@@ -16,6 +16,7 @@ from dsh_chapters_core.sync import SyncMode, pool_chapters
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
 from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.present import clip, display_path, fold
 from dsh_chapters.services import pool as knowledge_pool
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def _show_link(app: App, inv: Invocation) -> int:
     rows = [
         ("upstream", upstream),
         ("projectKey", f"{status.project_key} ({status.derivation}: {status.canonical})"),
-        ("mirror", f"{status.mirror} ({mirror_state})"),
+        ("mirror", f"{display_path(status.mirror, app.workspace)} ({mirror_state})"),
         ("sync", f"{report.at} {report.line()}" if report else "never synced"),
         ("pending", f"{status.pending} file(s) not yet in the pool"),
         ("harness id", status.harness_id),
@@ -106,7 +107,7 @@ def _show_link(app: App, inv: Invocation) -> int:
     if status.state.push_due_at:
         rows.append(("push due", f"{status.state.push_due_at} (syncDebounceMs)"))
     width = max(len(k) for k, _ in rows)
-    inv.emit(status.to_json(), "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows))
+    inv.emit(status.to_json(), fold("\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)))
     return 0
 
 
@@ -118,7 +119,7 @@ def run_sync(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
     mode = SyncMode.PULL if args.pull else SyncMode.PUSH if args.push else SyncMode.FULL
     report = knowledge_pool.run_sync(app, mode)
-    inv.emit(report.to_json(), report.line())
+    inv.emit(report.to_json(), fold(report.line()))
     if report.ok:
         return 0
     hint = knowledge_pool.NEXT_STEP.get(
@@ -161,8 +162,8 @@ def run_list_pool(args: argparse.Namespace, inv: Invocation) -> int:
         width = max(len(c.harness_id) for c in chapters)
         machines = len({c.harness_id for c in chapters})
         rows = [
-            f"{c.harness_id.ljust(width)}  {c.session_id[:8]}  "
-            f"{c.path.rsplit('/', 1)[-1]}  {c.title}"
+            clip(f"{c.harness_id.ljust(width)}  {c.session_id[:8]}  "
+                 f"{c.path.rsplit('/', 1)[-1].split('-', 1)[0]}  {c.title}")
             for c in chapters
         ]
         rows.append(

@@ -21,6 +21,7 @@ from dsh_chapters_core.rules import (
 )
 
 from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.present import OUTPUT_COLUMNS, clip, fold
 from dsh_chapters.services.rules import notice, propose, provenance, rules_here, set_status
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -34,14 +35,21 @@ def _status_text(rule: Rule) -> str:
 
 
 
-def _table(rules: tuple[Rule, ...]) -> str:
+def _table(rules: tuple[Rule, ...], *, wide: bool = False) -> str:
+    """One row a rule; by default the text is cut to fit the line, the whole rule is one
+    `chapters rule list --wide` (or its file) away."""
     header = ("ID", "STATUS", "CATEGORY", "TEXT", "PROVENANCE")
     rows = [(r.id, _status_text(r), r.category, r.one_line, provenance(r)) for r in rules]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     lines = []
     for row in [header, *rows]:
         lead = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3]))
-        lines.append(f"{lead}  {row[3]}  ({row[4]})")
+        line = f"{lead}  {row[3]}  ({row[4]})"
+        if wide or len(line) <= OUTPUT_COLUMNS:
+            lines.append(line)
+        else:  # the provenance under the text, and the text cut only if it alone is too long
+            lines.append(clip(f"{lead}  {row[3]}"))
+            lines.append(clip(" " * (len(lead) + 2) + f"({row[4]})"))
     return "\n".join(lines)
 
 
@@ -60,7 +68,7 @@ def run_add(args: argparse.Namespace, inv: Invocation) -> int:
     else:
         text = (f"the same rule already exists as {rule.id} ({rule.status} here): {rule.path}; "
                 f"nothing written")
-    inv.emit(data, text)
+    inv.emit(data, fold(text))
     return 0
 
 
@@ -87,7 +95,7 @@ def run_list(args: argparse.Namespace, inv: Invocation) -> int:
     elif not shown:
         text = summary
     else:
-        text = _table(shown) + "\n" + summary
+        text = _table(shown, wide=args.wide) + "\n" + summary
         if any(r.changed_since_approved for r in shown):
             text += "\n* changed since approved here: approve it again to make it core"
     inv.emit(data, text)
@@ -106,7 +114,7 @@ def _run_status(args: argparse.Namespace, inv: Invocation, status: RuleStatus) -
     else:
         text = f"{rule.id} is already {change.after} on {app.harness_id}; nothing written"
     inv.emit({"id": rule.id, "before": str(change.before), "after": str(change.after),
-              "changed": change.changed, "harnessId": app.harness_id}, text)
+              "changed": change.changed, "harnessId": app.harness_id}, fold(text))
     return 0
 
 
@@ -156,7 +164,7 @@ def run_notice(args: argparse.Namespace, inv: Invocation) -> int:
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     rule = subparsers.add_parser(
-        "rule", parents=[common], help="propose, list, approve and revoke rules (§7)",
+        "rule", parents=[common], help="propose, list, approve and revoke rules",
         description="Rules are proposed once and approved per machine: a rule affects no "
                     "machine's notice until that machine's human approves it.",
     )
@@ -174,6 +182,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     which.add_argument("--all", action="store_true", help="include revoked rules")
     which.add_argument("--proposed", action="store_true", help="only rules awaiting approval here")
     listing.add_argument("--category", metavar="C", help="only this category")
+    listing.add_argument("--wide", action="store_true",
+                         help="each rule's whole text, however long the line")
     listing.set_defaults(run=run_list)
 
     approve = subs.add_parser("approve", parents=[common],
@@ -187,7 +197,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     revoke.set_defaults(run=run_revoke)
 
     notice_parser = subparsers.add_parser(
-        "notice", parents=[common], help="print the session-start continuation notice (§7.3)",
+        "notice", parents=[common], help="print what a new session is told at its start",
     )
     notice_parser.add_argument("--session", metavar="ID",
                                help="the root session whose chapters are listed")

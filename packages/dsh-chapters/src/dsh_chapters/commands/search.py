@@ -18,7 +18,7 @@ from dsh_chapters_core.search.packing import AnswerStatus
 from dsh_chapters_core.search.service import SearchRequest
 
 from dsh_chapters.commands.invocation import Invocation
-from dsh_chapters.present import cli_argument, progress_line, progress_words
+from dsh_chapters.present import cli_argument, fold, progress_line, progress_words
 from dsh_chapters.services.search import (
     EmptyQueryError,
     merge_topics,
@@ -58,7 +58,7 @@ def run_search(args: argparse.Namespace, inv: Invocation) -> int:
             cross_project=args.cross_project, project_key=app.identity.project_key,
             snippets=not args.no_snippets, explain=args.explain), on_rebuilt=lambda report: None if
             report.update.first else inv.stderr.write(
-                f"search: the {report.door} index was unreadable and was rebuilt "
+                f"search: the index was unreadable and was rebuilt "
                 f"({report.update.manifest.documents} documents)\n"))
     except EmptyQueryError as exc:
         raise UsageError(exc.message, hint='chapters search "<query>" [--topic T]') from None
@@ -79,9 +79,9 @@ def run_index(args: argparse.Namespace, inv: Invocation) -> int:
             verb = "merged" if report.applied else "candidate"
             lines.append(f"  {verb}: {candidate.source} -> {candidate.target} ({candidate.reason})")
     if any(r.candidates and not r.applied for r in reports):
-        lines.append("  vocabApply is false (shadow): nothing was written; "
+        lines.append("  vocabApply is false: these are suggestions, nothing was merged; "
                      "`chapters topic merge <a> <b>` applies one by hand")
-    inv.emit({"doors": [r.to_json() for r in reports]}, "\n".join(lines))
+    inv.emit({"doors": [r.to_json() for r in reports]}, fold("\n".join(lines)))
     return 0
 
 
@@ -93,8 +93,8 @@ def run_topic_merge(args: argparse.Namespace, inv: Invocation) -> int:
     path = f"{app.store_dir()}/{edits_path(app.harness_id)}"
     data = {"fact": {"type": str(fact.type), **dict(fact.fields), "author": fact.author,
                      "at": fact.at}, "path": path}
-    inv.emit(data, f"topic-alias {fact.get('from')} -> {fact.get('to')} (author: user) "
-                   f"appended to {path}")
+    inv.emit(data, fold(f"topic-alias {fact.get('from')} -> {fact.get('to')} (author: user) "
+                        f"appended to {path}"))
     return 0
 
 
@@ -111,10 +111,15 @@ def run_artifact(args: argparse.Namespace, inv: Invocation) -> int:
     if action != "search" and args.words:
         raise UsageError(f"chapters artifact {action} takes no words, got {' '.join(args.words)!r}",
                          hint="chapters artifact <path|sha> search <words>")
-    page = read_artifact(inv.app, args.ref, ArtifactAction(action), query=" ".join(args.words),
+    from dsh_chapters.services.library import expand_chapter_id  # `<session>/<n>`, as `show`
+
+    ref = expand_chapter_id(inv.app, args.ref) or args.ref
+    page = read_artifact(inv.app, ref, ArtifactAction(action), query=" ".join(args.words),
                          offset=args.offset, limit=args.limit)
-    inv.emit({"root": page.found.root.name, **page.result.to_json()},
-             page.result.text(cli_argument))
+    text = page.result.text(cli_argument)
+    if ref != args.ref:  # named by its id: the header says the id, not the long path
+        text = text.replace(page.found.display, args.ref, 1)
+    inv.emit({"root": page.found.root.name, **page.result.to_json()}, text)
     return 0
 
 
@@ -143,7 +148,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     index = subparsers.add_parser(
         "index", parents=[common], help="update the topic shards and the manifest",
         description="Bring index/<topic>.md and index/manifest.json up to date, reading only "
-                    "new or changed files, and report the vocabulary candidates (§6.3).")
+                    "new or changed files, and report the suggested topic merges.")
     index.add_argument("--rebuild", action="store_true",
                        help="ignore the manifest and derive everything again (byte-identical)")
     index.set_defaults(run=run_index)
@@ -165,7 +170,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description="Read archived text: `read` (default) pages with --offset/--limit (200 "
                     "lines by default, 400 at most), `toc` lists headings, `search <words>` "
                     "lists matching lines. The store is searched first, then the mirror.")
-    artifact.add_argument("ref", metavar="PATH|SHA", help="a path from search, or a sha256")
+    artifact.add_argument("ref", metavar="ID|PATH|SHA",
+                          help="a chapter id from `chapters list`, a path from search, or a sha256")
     artifact.add_argument("action", nargs="?", metavar="toc|search|read", help="default: read")
     artifact.add_argument("words", nargs="*", help="for search: the words to find")
     artifact.add_argument("--offset", type=int, default=0, metavar="N",

@@ -16,11 +16,13 @@ import json
 import signal
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from dsh_chapters.commands.invocation import Invocation
+from dsh_chapters.present import display_path, fold
 
 ALL = "all"
 BUILT_IN = ("claude-code", "codex", "dsh", "gemini-cli", "opencode", "pi", "cursor",
@@ -60,14 +62,25 @@ def _lines(done: Sequence[Any]) -> list[dict[str, Any]]:
 def _say(inv: Invocation, row: dict[str, Any]) -> None:
     if inv.json:
         inv.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
-    elif row["event"] == "archived":
+        inv.stdout.flush()
+        return
+    # Paths as a person reads them (`~/.claude/projects/…`), lines folded to 100 columns.
+    home = Path(inv.env["HOME"]) if inv.env.get("HOME") else Path.home()
+
+    def shown(path: str) -> str:
+        return display_path(path, inv.cwd, home)
+
+    if row["event"] == "archived":
         mark = " (final: its unfinished last turn too)" if row["final"] else ""
-        inv.stdout.write(f"archived {row['path']}: {row['turnsArchived']} turn(s) into "
-                         f"{row['chapters']} chapter(s){mark}\n")
+        text = (f"archived {shown(row['path'])}: {row['turnsArchived']} turn(s) into "
+                f"{row['chapters']} chapter(s){mark}")
     elif row["event"] == "error":
-        inv.stdout.write(f"skipped {row['path']}: {row['error']}\n")
+        text = f"skipped {shown(row['path'])}: {row['error']}"
+    elif row["event"] == "watching":
+        text = "watching " + ", ".join(shown(r) for r in row["roots"])
     else:
-        inv.stdout.write(f"{row['text']}\n")
+        text = str(row["text"])
+    inv.stdout.write(fold(text) + "\n")
     inv.stdout.flush()
 
 

@@ -11,4 +11,5 @@ parse, call a service, and present the result in their own words (ARCHITECTURE.m
 - `enrich`: the enrichment queue and its drains
 - `agents`: the archive an agent reaches through MCP, and the agent's session
 - `status`: the sections of `chapters status`
+- `scan`: the current redaction rules over the store, the mirror and the pool's history
 """

@@ -15,8 +15,8 @@ from dsh_chapters_core.errors import InputError, UsageError
 from dsh_chapters_core.events import Transcript
 from dsh_chapters_core.ports.harness import HarnessReader
 
-from dsh_chapters.app import App
-from dsh_chapters.services import enrich, pool
+from dsh_chapters.app import MIRROR_DIRNAME, App
+from dsh_chapters.services import drift, enrich, pool
 from dsh_chapters.services.transcripts import read_guarded
 
 AUTO = "auto"
@@ -72,6 +72,7 @@ def archive_and_log(app: App, transcript: Transcript, *, final: bool = False) ->
         transcript, store=app.store, lock=app.lock, clock=app.clock, config=app.config,
         identity=app.identity, harness_id=app.harness_id, final=final,
     )
+    drift.note_transcript(app, transcript)  # record types the reader did not know (doctor)
     after_archive(app, report)
     return report
 
@@ -80,12 +81,25 @@ def after_archive(app: App, report: ArchiveReport) -> None:
     """What follows every archive that wrote something: its log line and the queue (§6.2)."""
     if report.wrote_nothing:
         return  # a re-run changes no byte of the store, not even the log
+    first = next(iter(app.log.entries("archive")), None) is None
     # Counts and paths only: a log line never carries a transcript's text (or a token).
     app.log.write("archive", report.started_at, sessionId=report.session_id,
                   harness=report.harness, source=report.source_path,
                   turnsArchived=report.turns_archived, chapters=[c.path for c in report.chapters],
                   artifactsWritten=report.artifacts_written, watermark=report.watermark_after)
     enrich.note_archived(app, [c.path for c in report.chapters])
+    if first:
+        keep_out_of_git(app)
+
+
+def keep_out_of_git(app: App) -> list[str]:
+    """The store and the pool's copy stay out of the project's commits: an entry in this
+    clone's `.git/info/exclude` (never `.gitignore`, which every teammate would get). Asked by
+    the store's first archive only, so a line the user removed is not put back."""
+    entries = [p.relative_to(app.workspace).as_posix() for p in
+               (app.store_root, app.workspace / MIRROR_DIRNAME)
+               if p.is_relative_to(app.workspace) and p != app.workspace]
+    return app.factories.exclude_from_git(app.workspace, entries)
 
 
 def sync_point(app: App) -> pool.SyncPointOutcome:

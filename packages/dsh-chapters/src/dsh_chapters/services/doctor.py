@@ -36,6 +36,7 @@ from dsh_chapters_core.ports.transport import HealthFinding, ProviderDoctor
 from dsh_chapters_core.search.index import MANIFEST_PATH
 
 from dsh_chapters.app import App
+from dsh_chapters.services import drift
 from dsh_chapters.services import pool as knowledge_pool
 from dsh_chapters.services.quarantine import quarantined
 
@@ -45,7 +46,7 @@ CREDENTIAL_DIR_MODE = 0o700
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    area: str  # store | pool | lock | mirror | index | credentials
+    area: str  # store | pool | lock | mirror | index | credentials | formats
     code: str  # stable, for scripts: "bad-frontmatter", "symlink", "mirror-corrupt", …
     path: str
     detail: str
@@ -236,6 +237,23 @@ def _credential_findings(app: App) -> list[Finding]:
     return found
 
 
+def _format_findings(app: App) -> list[Finding]:
+    """Record types a reader met and did not know (format drift), and logs refused for their
+    format version: nothing to repair here, a newer reader archives them."""
+    found, refused = drift.drifts(app)
+    out = []
+    for d in found:
+        versions = ", ".join(v for v in d.versions if v) or "an unrecorded version"
+        out.append(Finding(
+            "formats", "unknown-record-type", f"{d.harness}: {d.record_type}",
+            f"{d.lines} line(s) in {d.sessions} session(s) written by {d.harness} {versions} "
+            f"(e.g. {d.example}); counted, not archived: a newer dsh-chapters may read them"))
+    for r in refused:
+        out.append(Finding("formats", "unknown-format-version", r.source,
+                           f"{r.harness} log format version {r.version}: {r.message}"))
+    return out
+
+
 # -- the repairs --------------------------------------------------------------------------
 def _repair(app: App, finding: Finding, provider: Any, health: HealthFinding | None) -> str:
     if finding.code in ("symlink", "not-a-file") and finding.area == "store":
@@ -276,7 +294,8 @@ def run_doctor(app: App, *, repair: bool) -> DoctorReport:
             + _lock_findings(app)
         ]
         pairs += _mirror_findings(provider)
-        pairs += [(f, None) for f in _index_findings(app) + _credential_findings(app)]
+        pairs += [(f, None) for f in _index_findings(app) + _credential_findings(app)
+                  + _format_findings(app)]
         findings: list[Finding] = []
         for finding, health in pairs:
             if repair and finding.repair:

@@ -1,4 +1,10 @@
-"""The chapters of this machine's store: list them, resolve a user's reference, read one.
+"""The chapters of this machine's store: list them, name them with ids a person can type, and
+resolve what a user typed back to one chapter.
+
+A chapter's id is `<short-session>/<n>`: the first characters of its session's directory (eight,
+or more where two sessions share them, as git shortens commit ids) and its number in that
+session. `chapters list` prints these ids, and `show`, `artifact` and the viewer accept them
+beside paths, so the README's `chapters show <id> --line L` works on a store of many sessions.
 
 Reading goes through the read doors' one containment check (`reading.resolve`): a path names a
 document of the store or of the pool mirror (what search prints), never another file of either.
@@ -6,6 +12,8 @@ document of the store or of the pool mirror (what search prints), never another 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dsh_chapters_core.documents import Document, DocumentKind
@@ -14,19 +22,113 @@ from dsh_chapters_core.reading import read_text, resolve
 
 from dsh_chapters.app import App
 
+SHORT_SESSION_CHARS = 8  # as `git log --oneline`: enough to tell sessions apart at a glance
+
 
 def chapters(app: App) -> list[Document]:
     return [d for d in app.store.documents() if d.kind is DocumentKind.CHAPTER]
 
 
 def chapter_number(document: Document) -> int:
-    name = document.path.rsplit("/", 1)[-1]
+    return _number_of(document.path)
+
+
+def _number_of(path: str) -> int:
+    name = path.rsplit("/", 1)[-1]
     digits = name.split("-", 1)[0]
     return int(digits) if digits.isdigit() else 0
 
 
+def _session_of(path: str) -> str:
+    return path.split("/", 1)[0]
+
+
+def short_sessions(sessions: Iterable[str]) -> dict[str, str]:
+    """Each session directory's shortest prefix of at least SHORT_SESSION_CHARS characters that
+    no other session starts with (the whole name when it is that short, or a prefix of
+    another's)."""
+    names = sorted(set(sessions))
+    shorts: dict[str, str] = {}
+    for i, name in enumerate(names):
+        neighbours = names[max(0, i - 1):i] + names[i + 1:i + 2]  # sorted: only these can clash
+        length = SHORT_SESSION_CHARS
+        while length < len(name) and any(n.startswith(name[:length]) for n in neighbours):
+            length += 1
+        shorts[name] = name[:length]
+    return shorts
+
+
+@dataclass(frozen=True, slots=True)
+class SessionChapters:
+    """One session's chapters in number order, as `chapters list` groups them."""
+
+    session: str  # the session's directory in the store (its id)
+    short: str  # what a person types
+    chapters: tuple[Document, ...]
+
+    @property
+    def started(self) -> str:
+        dates = [d.date for d in self.chapters if d.date]
+        return min(dates) if dates else ""
+
+    def chapter_id(self, document: Document) -> str:
+        return f"{self.short}/{chapter_number(document)}"
+
+
+def sessions_by_date(documents: Sequence[Document]) -> list[SessionChapters]:
+    """The store's chapters grouped by session: sessions in the order they started (undated
+    last, then by id), chapters by number."""
+    grouped: dict[str, list[Document]] = {}
+    for document in documents:
+        grouped.setdefault(_session_of(document.path), []).append(document)
+    shorts = short_sessions(grouped)
+    sessions = [SessionChapters(name, shorts[name],
+                                tuple(sorted(docs, key=lambda d: (chapter_number(d), d.path))))
+                for name, docs in grouped.items()]
+    return sorted(sessions, key=lambda s: (not s.started, s.started, s.session))
+
+
+def chapter_ids(documents: Sequence[Document]) -> dict[str, str]:
+    """Each chapter's store path -> its typed id (`<short-session>/<n>`)."""
+    return {d.path: s.chapter_id(d) for s in sessions_by_date(documents) for d in s.chapters}
+
+
+def expand_chapter_id(app: App, ident: str) -> str | None:
+    """The store path of the chapter a typed id names (`<short-session>/<n>`,
+    `<session>/<NNN>`, or a bare `n` when one session has it), None when `ident` is no id form
+    (a path, a sha); an id that names no chapter, or several, is an error that lists them."""
+    session, _, number = ident.strip().rstrip("/").rpartition("/")
+    if not number.isdigit() or "/" in session:
+        return None
+    return _one_match(ident, session, int(number), [d.path for d in chapters(app)])
+
+
+def _one_match(ident: str, session: str, number: int, paths: Sequence[str]) -> str:
+    matches = [p for p in paths if _number_of(p) == number and _session_of(p).startswith(session)]
+    if len(matches) == 1:
+        return matches[0]
+    ids = _ids_of(paths)
+    if not matches:
+        sessions = {_session_of(p) for p in paths}
+        where = (f"no session starts with {session!r}" if session and not any(
+            s.startswith(session) for s in sessions) else f"no chapter {number} there")
+        raise ChaptersError(
+            f"no chapter {ident!r}: {where} ({len(paths)} chapter(s) in "
+            f"{len(sessions)} session(s))",
+            hint="run `chapters list` and copy an id from its first column, e.g. "
+                 f"`chapters show {next(iter(ids.values()), '<session>/<n>')}`")
+    shown = ", ".join(ids[m] for m in matches[:6]) + (", …" if len(matches) > 6 else "")
+    raise UsageError(f"{ident!r} is chapter {number} of {len(matches)} sessions: {shown}",
+                     hint=f"name the session: `chapters show {ids[matches[0]]}`")
+
+
+def _ids_of(paths: Sequence[str]) -> Mapping[str, str]:
+    shorts = short_sessions(_session_of(p) for p in paths)
+    return {p: f"{shorts[_session_of(p)]}/{_number_of(p)}" for p in paths}
+
+
 def resolve_chapter(app: App, ident: str, cwd: Path) -> str:
-    """A store-relative chapter path from a file path, a store path, `<session>/<NNN>` or `NNN`."""
+    """A store-relative chapter path from a file path, a store path or a typed id."""
     candidate = (cwd / ident).absolute()
     store_root = app.store_root.absolute()
     if candidate.is_file() and candidate.is_relative_to(store_root):
@@ -35,23 +137,18 @@ def resolve_chapter(app: App, ident: str, cwd: Path) -> str:
     stripped = ident.removeprefix(f"{app.store_root.name}/")
     if stripped in paths:
         return stripped
-    session, _, number = stripped.rpartition("/")
-    matches = [p for p in paths
-               if number.isdigit() and p.rsplit("/", 1)[-1].split("-", 1)[0] == f"{int(number):03d}"
-               and (not session or p.split("/", 1)[0].startswith(session))]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise ChaptersError(f"no chapter matches {ident!r} ({len(paths)} chapter(s) in the store)",
-                            hint="run `chapters list` and pass a path or <session>/<NNN>")
-    raise UsageError(f"{ident!r} matches {len(matches)} chapters: " + ", ".join(matches[:5]),
-                     hint="add the session: `chapters show <session>/<NNN>`")
+    found = expand_chapter_id(app, stripped)
+    if found is not None:
+        return found
+    raise ChaptersError(f"no chapter {ident!r}: not an id (<session>/<n>) nor a chapter's path "
+                        f"({len(paths)} chapter(s) in {app.store_root})",
+                        hint="run `chapters list` and copy an id from its first column")
 
 
 def _as_read_path(app: App, ident: str, cwd: Path) -> str | None:
     """`ident` as a workspace-relative path when it names a file by path (absolute, from the
     current directory, or as search prints it: `.dsh-chapters/…`, `.dsh-knowledge/…`); None
-    for a short id (`<session>/<NNN>`, `NNN`), which `resolve_chapter` reads."""
+    for an id (`<short-session>/<n>`), which `resolve_chapter` reads."""
     workspace = app.workspace.absolute()
     candidate = (cwd / ident).absolute()
     try:
@@ -69,9 +166,9 @@ def _as_read_path(app: App, ident: str, cwd: Path) -> str | None:
 
 def read_chapter(app: App, ident: str, cwd: Path) -> tuple[str, str]:
     """(the workspace-relative path, the text) of the chapter `ident` names: a store or mirror
-    path, as search printed it, or a short id. Either way the read is the read doors' own:
-    internal files (`config.toml`, `state/`, `.git/`, ...) and quarantined pool files are
-    refused, never read."""
+    path, as search printed it, or an id. Either way the read is the read doors' own: internal
+    files (`config.toml`, `state/`, `.git/`, ...) and quarantined pool files are refused, never
+    read."""
     path = _as_read_path(app, ident, cwd)
     if path is None:
         path = f"{app.store_dir()}/{resolve_chapter(app, ident, cwd)}"

@@ -147,7 +147,11 @@ class LiveArchive:
 
     def _archive(self, harness: str, path: str, *, final: bool) -> Archived:
         try:
-            transcript = self.app.harnesses[harness].read(path)
+            reader = self.app.harnesses[harness]
+            transcript = reader.read(path)
+            # A file written just now may hold a session that ended long ago (a copy).
+            final = final or is_finished(_backing_file(reader, path), self.app.config,
+                                         transcript=transcript)
             return Archived(harness, path, archive_and_log(self.app, transcript, final=final))
         except ChaptersError as exc:  # one unreadable file never stops the watcher
             return Archived(harness, path, error=exc.message)

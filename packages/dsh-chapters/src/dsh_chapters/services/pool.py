@@ -34,7 +34,7 @@ from dsh_chapters_core.sync import (
 )
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
-from dsh_chapters.present import SYNC_NOW, hint_text
+from dsh_chapters.present import SYNC_NOW, display_path, hint_text
 from dsh_chapters.services import enrich, search
 
 GITIGNORE_ENTRIES = (f"{MIRROR_DIRNAME}/", f"{MIRROR_DIRNAME}.*/")
@@ -471,12 +471,13 @@ def status_lines(app: App) -> list[str]:
     status = pool_status(app)
     if not status.remote:
         return [
-            f"pool       none linked (local-only) · {status.pending} pending · "
-            "`chapters link <path>` shares the archive"
+            f"pool       none: this archive is on this machine only ({status.pending} file(s) "
+            "to share); `chapters link <path>` shares it"
         ]
     lines = [
         f"pool       {status.remote} ({status.provider or 'no provider'}) · "
-        f"mirror {status.mirror}" + ("" if status.mirror_present else " (not yet cloned)")
+        f"mirror {display_path(status.mirror, app.workspace)}"
+        + ("" if status.mirror_present else " (not yet cloned)")
     ]
     if status.refusal:
         lines.append(f"           refused: {status.refusal}")

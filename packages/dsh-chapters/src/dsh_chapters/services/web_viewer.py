@@ -50,6 +50,7 @@ from dsh_chapters_core.search.vocabulary import vocabulary_candidates
 from dsh_chapters.app import MIRROR_DIRNAME, App
 from dsh_chapters.present import cli_argument, hint_text
 from dsh_chapters.services import pool as knowledge_pool
+from dsh_chapters.services.library import expand_chapter_id
 from dsh_chapters.services.rules import notice, provenance, rules_here, set_status
 
 _CHAPTERS_DIR = "/chapters/"
@@ -433,6 +434,7 @@ class AppViewer:
     # -- a chapter or artifact -----------------------------------------------------------------
 
     def chapter(self, path: str) -> dict[str, Any]:
+        path = expand_chapter_id(self.app, path) or path  # /chapter/<session>/<n>, as `show`
         roots = self.app.read_roots()
         found = resolve(path, roots)  # §9 containment: `..`, absolute paths, symlinks refused
         text = read_text(found)
