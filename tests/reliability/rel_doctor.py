@@ -1,6 +1,6 @@
-"""`chapters doctor` checks what a sync trusts and `--repair` fixes what it can: a chapter cut
-short and an artifact tampered with (against their recorded sha256, restored from the pool
-mirror's whole copy), a mirror whose `.git` is gone, a local-path pool whose head names an
+"""`chapters doctor` checks what a sync trusts and `--repair` fixes what it can: a chapter and
+an artifact cut short (against their recorded sha256, restored from the pool mirror's whole
+copy), a mirror whose `.git` is gone, a local-path pool whose head names an
 object the pool lost (written back from this machine's mirror), and the temp files killed
 transfers leave in the pool and the mirror. What it cannot fix, it names.
 """
@@ -70,7 +70,7 @@ def test_doctor_finds_and_repairs_what_a_sync_trusts(tmp_path: Path, record: Any
     assert any("1 damaged held back" in step for step in sync["steps"]), sync["line"]
     artifact = next(a.store.glob("artifacts/*/*.txt"))
     pristine = artifact.read_bytes()
-    artifact.write_bytes(pristine + b"tampered\n")
+    artifact.write_bytes(pristine[: len(pristine) // 2])  # cut short, like the chapter
     # the pool's head loses its root tree (a pool a killed push left before this fix)
     lost = _head_tree_object(pool)
     lost.unlink()
@@ -85,7 +85,7 @@ def test_doctor_finds_and_repairs_what_a_sync_trusts(tmp_path: Path, record: Any
     os.utime(stale, (old, old))
 
     codes = _codes(a)
-    wanted = {"chapter-damaged", "artifact-damaged", "pool-damaged", "pool-temp-files",
+    wanted = {"chapter-cut-short", "artifact-cut-short", "pool-damaged", "pool-temp-files",
               "mirror-temp-files"}
     assert wanted <= codes, f"missing {wanted - codes}"
     assert a.run("doctor").code == 1
@@ -122,9 +122,9 @@ def test_doctor_finds_and_repairs_what_a_sync_trusts(tmp_path: Path, record: Any
     fresh = next(p for p in sorted(a.store.rglob("*.md")) if a.sessions["a-2"] in str(p))
     fresh.write_bytes(fresh.read_bytes()[:-30])
     left = a.run("doctor", "--repair", "--json").json()["findings"]
-    named = [f for f in left if f["code"] == "chapter-damaged"]
-    assert named and not named[0]["repaired"] and "no whole copy" in named[0]["detail"]
-    record("doctor", "finds a chapter cut short, a tampered artifact, a pool head missing its "
+    named = [f for f in left if f["code"] == "chapter-changed"]
+    assert named and not named[0]["repaired"] and "holds no copy" in named[0]["detail"]
+    record("doctor", "finds a chapter and an artifact cut short, a pool head missing its "
            "tree, temp files of killed transfers in the pool and the mirror, a mirror without "
            ".git; --repair restores them (pool git fsck --strict clean after), names a chapter "
-           "with no whole copy anywhere")
+           "changed with no copy to restore from (never overwritten: it may be a redaction)")

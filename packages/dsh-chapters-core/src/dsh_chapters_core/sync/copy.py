@@ -106,12 +106,13 @@ class Outgoing:
     new: int
     changed: int
     unchanged: int
-    # Pool paths of our chapters whose body no longer hashes to their recorded sha256 (cut
-    # short or changed on disk): damage, never published as "changed" (`chapters doctor`).
+    # Pool paths of our chapters cut short on disk (their bytes a strict beginning of the copy
+    # already published, their body no longer what their sha256 records): damage, never
+    # published as "changed" (`chapters doctor` restores them).
     held_back: tuple[str, ...] = ()
 
 
-def damaged_chapter(data: bytes) -> bool:
+def body_changed(data: bytes) -> bool:
     """True when a chapter's body does not hash to the sha256 its frontmatter records (a
     chapter without the key is not judged: the archive always writes it)."""
     recorded = frontmatter_value(data, "sha256")
@@ -121,13 +122,20 @@ def damaged_chapter(data: bytes) -> bool:
     return hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest() != recorded
 
 
+def cut_short(data: bytes, published: bytes) -> bool:
+    """A chapter truncated on disk: its bytes begin the published copy and stop short of it,
+    and its body fails its sha256. A chapter changed on purpose (a credential redacted where
+    it stands, docs/redaction.md) is not a beginning of the old copy, so it still travels."""
+    return len(data) < len(published) and published.startswith(data) and body_changed(data)
+
+
 def outgoing(
     store_tree: FileTree, mirror_tree: FileTree, project_key: str, ownership: Ownership
 ) -> Outgoing:
     """Our store files that the mirror lacks or holds with other bytes (chapters are
     append-only; the only changed chapter bytes are the enrichment frontmatter write). A
-    chapter whose body fails its recorded sha256 is held back, and a file that does not read
-    is left for the doctor: neither stops the others."""
+    chapter cut short on disk is held back, and a file that does not read is left for the
+    doctor: neither stops the others."""
     files: list[str] = []
     pool_paths: list[str] = []
     held: list[str] = []
@@ -144,11 +152,12 @@ def outgoing(
                     unchanged += 1
                     continue
                 is_new = False
+                if entry.kind is PoolFileKind.CHAPTER and cut_short(
+                        store_tree.read(store_path), mirror_tree.read(entry.pool_path)):
+                    held.append(entry.pool_path)
+                    continue
             else:
                 is_new = True
-            if entry.kind is PoolFileKind.CHAPTER and damaged_chapter(store_tree.read(store_path)):
-                held.append(entry.pool_path)
-                continue
         except (ChaptersError, OSError):
             held.append(entry.pool_path)  # unreadable or not a file: `chapters doctor` names it
             continue

@@ -30,8 +30,9 @@ from typing import Any
 
 from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.errors import ChaptersError
-from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.pool_layout import frontmatter_value, to_pool
+from dsh_chapters_core.redact import MARKER_PATTERN
+from dsh_chapters_core.sync.copy import body_changed
 from dsh_chapters_core.ports.transport import HealthFinding, ProviderDoctor
 from dsh_chapters_core.search.index import MANIFEST_PATH
 
@@ -111,30 +112,51 @@ def _whole_pool_copy(app: App, store_path: str, artifact: bool) -> bytes | None:
         data = app.mirror_tree.read(entry.pool_path)
     except (ChaptersError, OSError):
         return None
-    digest = hashlib.sha256
     if artifact:
-        return data if digest(data).hexdigest() == entry.pool_path.rsplit("/", 1)[-1] else None
-    recorded = frontmatter_value(data, "sha256")
-    _, body = split_frontmatter(data.decode("utf-8", "surrogateescape"))
-    whole = digest(body.encode("utf-8", "surrogateescape")).hexdigest() == recorded
-    return data if recorded and whole else None
+        name = entry.pool_path.rsplit("/", 1)[-1]
+        return data if hashlib.sha256(data).hexdigest() == name else None
+    return None if body_changed(data) or not frontmatter_value(data, "sha256") else data
+
+
+def _current(app: App, store_path: str) -> bytes | None:
+    try:
+        return app.store_tree.read(store_path)
+    except (ChaptersError, OSError):
+        return None  # does not read: named with the store's quarantine
+
+
+def _judged(app: App, path: str, what: str, detail: str, artifact: bool) -> Finding | None:
+    """A chapter or artifact that fails its sha256: cut short (a beginning of the pool's whole
+    copy: restored from it), or changed (named; never overwritten, it may be a person's
+    redaction, docs/redaction.md). One whose changed bytes hold a redaction marker is a
+    redaction made where it stands, not damage."""
+    current = _current(app, path)
+    if current is None:
+        return None
+    whole = _whole_pool_copy(app, path, artifact)
+    if whole is not None and len(current) < len(whole) and whole.startswith(current):
+        return Finding("store", f"{what}-cut-short", path,
+                       f"{detail}: cut short ({len(current)} of the {len(whole)} bytes the pool "
+                       "holds)", "restore it from the pool mirror's whole copy (the damaged "
+                       f"bytes are kept in {DAMAGED_KEPT}/)")
+    if MARKER_PATTERN.search(current.decode("utf-8", "replace")):
+        return None
+    return Finding("store", f"{what}-changed", path,
+                   f"{detail}: changed since it was archived, and the pool mirror holds no "
+                   "copy it is the beginning of; a person compares it (it is never overwritten)")
 
 
 def _integrity_findings(app: App) -> list[Finding]:
-    """Chapters whose body no longer hashes to their recorded sha256 (truncated, tampered),
-    and artifacts whose bytes do not hash to their name."""
+    """Chapters whose body no longer hashes to their recorded sha256, and artifacts whose bytes
+    do not hash to their name (a store that `status` calls modified since archived)."""
     found: list[Finding] = []
     for doc in app.store.documents():
         if doc.kind is not DocumentKind.CHAPTER or not doc.modified_since_archived:
             continue
-        whole = _whole_pool_copy(app, doc.path, artifact=False) is not None
-        found.append(Finding(
-            "store", "chapter-damaged", doc.path,
-            f"its body hashes to {doc.body_sha256[:12]}, its frontmatter records "
-            f"{doc.sha256[:12]} (truncated or changed since it was archived)"
-            + ("" if whole else "; the pool mirror holds no whole copy to restore from"),
-            "restore it from the pool mirror's whole copy (the damaged bytes are kept in "
-            f"{DAMAGED_KEPT}/)" if whole else ""))
+        finding = _judged(app, doc.path, "chapter", f"its body hashes to {doc.body_sha256[:12]}, "
+                          f"its frontmatter records {doc.sha256[:12]}", artifact=False)
+        if finding is not None:
+            found.append(finding)
     for path in app.store_tree.list("artifacts/"):
         name = path.rsplit("/", 1)[-1]
         if not name.endswith(".txt") or path.count("/") != 2:
@@ -144,30 +166,26 @@ def _integrity_findings(app: App) -> list[Finding]:
         except (ChaptersError, OSError):
             continue  # not a readable file: named with the store's quarantine
         if actual != name[: -len(".txt")]:
-            whole = _whole_pool_copy(app, path, artifact=True) is not None
-            found.append(Finding(
-                "store", "artifact-damaged", path,
-                f"its bytes hash to {actual[:12]}, not to its name"
-                + ("" if whole else "; the pool mirror holds no whole copy to restore from"),
-                "restore it from the pool mirror's whole copy (the damaged bytes are kept in "
-                f"{DAMAGED_KEPT}/)" if whole else ""))
+            finding = _judged(app, path, "artifact", f"its bytes hash to {actual[:12]}, not to "
+                              "its name", artifact=True)
+            if finding is not None:
+                found.append(finding)
     return found
 
 
 def _restore(app: App, finding: Finding) -> str:
-    data = _whole_pool_copy(app, finding.path, artifact=finding.code == "artifact-damaged")
+    data = _whole_pool_copy(app, finding.path, artifact=finding.code.startswith("artifact"))
     if data is None:
         return ""
     with app.lock.hold(app.config.sync_timeout_ms / 1000):
+        current = _current(app, finding.path)
+        if current is None or not (len(current) < len(data) and data.startswith(current)):
+            return ""  # changed since the check: left for a person
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         kept = f"{DAMAGED_KEPT}/{finding.path}.{stamp}"
-        try:
-            app.store_tree.write(kept, app.store_tree.read(finding.path))
-        except (ChaptersError, OSError):
-            kept = ""  # the damaged file does not read: nothing of it to keep
+        app.store_tree.write(kept, current)
         app.store_tree.write(finding.path, data)
-    return "restored from the pool mirror" + (f" (the damaged bytes are at {kept})" if kept
-                                              else "")
+    return f"restored from the pool mirror (the damaged bytes are at {kept})"
 
 
 def _lock_findings(app: App) -> list[Finding]:
@@ -263,7 +281,7 @@ def _repair(app: App, finding: Finding, provider: Any, health: HealthFinding | N
             target.unlink()
             return f"removed {finding.path}"
         return ""
-    if finding.code in ("chapter-damaged", "artifact-damaged"):
+    if finding.code in ("chapter-cut-short", "artifact-cut-short"):
         return _restore(app, finding)
     if finding.code == "credentials-mode":
         is_dir = Path(finding.path).is_dir()
