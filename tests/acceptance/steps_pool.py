@@ -454,7 +454,7 @@ def nothing_lost(pool: Pool, git_cli: GitCli, tmp_path: Path, machines: dict[str
 def sync_fails(last_sync: CliResult, code: str) -> None:
     data = last_sync.json()
     assert last_sync.code == 1 and data["ok"] is False and data["failureCode"] == code
-    assert "chapters link <url> <new-token>" in last_sync.err
+    assert "chapters link <url> < new-token-file" in last_sync.err
 
 
 @then(

@@ -114,7 +114,7 @@ def test_every_step_and_argument_has_cli_words() -> None:
      "search refused\n  next: ask again with --max-tokens 600 or more"),
     (ChaptersError("no knowledge pool is linked (local-only)", step=NextStep.LINK_POOL),
      "no knowledge pool is linked (local-only)\n  next: run `chapters link <path>` or "
-     "`chapters link <https-url> <token>`"),
+     "`chapters link <https-url> < token-file`"),
     (UsageError("empty query", step=NextStep.PASS_QUERY_OR_TOPIC),
      "empty query\n  next: pass words to search for, or --topic <name>"),
     (UnsafePathError("s/a.md", "is a symlink"),
@@ -144,13 +144,15 @@ def test_a_bad_offset_prints_the_flag_and_its_next_step(
     monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DSH_CHAPTERS_HARNESS_ID", "hostA")
     ws = tmp_path / "w"
-    (ws / ".dsh-chapters").mkdir(parents=True)
-    (ws / ".dsh-chapters" / "x.md").write_text("one\ntwo\n", encoding="utf-8")
-    code = main(["-C", str(ws), "artifact", ".dsh-chapters/x.md", "--offset", "-1"])
+    (ws / ".dsh-chapters" / "s" / "chapters").mkdir(parents=True)
+    (ws / ".dsh-chapters" / "s" / "chapters" / "001-x.md").write_text("one\ntwo\n",
+                                                                    encoding="utf-8")
+    chapter = ".dsh-chapters/s/chapters/001-x.md"
+    code = main(["-C", str(ws), "artifact", chapter, "--offset", "-1"])
     err = capsys.readouterr().err
     assert code == 2, err
     assert err == ("chapters: --offset must be 0 or more, got -1\n"
                    "  next: --offset 0 reads from the top\n")
-    code = main(["-C", str(ws), "artifact", ".dsh-chapters/x.md", "--offset", "1"])
+    code = main(["-C", str(ws), "artifact", chapter, "--offset", "1"])
     out = capsys.readouterr().out
-    assert code == 0 and out.startswith(".dsh-chapters/x.md: lines 2-2 of 2\n")
+    assert code == 0 and out.startswith(f"{chapter}: lines 2-2 of 2\n")

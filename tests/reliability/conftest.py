@@ -29,6 +29,8 @@ SIZES: dict[str, tuple[int, int]] = {
     "hostile_rounds": (1, 3),
     "sigkills": (12, 50),
     "soak_operations": (20, 200),  # per machine, against each pool kind
+    "kill_objects": (3, 8),  # objects of each kind a local-path sync is killed at (1..n)
+    "damages_per_file": (1, 5),  # of damage.DAMAGES, each file of the damage matrix meets
 }
 
 
@@ -126,6 +128,28 @@ def _render(results: Results, outcome: str) -> str:
         "- The hostile pool is planted into local-path, `git http-backend` and TreeDX pools; the",
         "  SIGKILLs hit archive, sync (local, mid-request over HTTP and TreeDX), index builds and",
         "  enrichment (in a model call and at its store writes).",
+        "- A push or a pull killed at its first objects never publishes or trusts a partial",
+        "  closure: objects land children first (blobs, trees, then the commit) and only a ref",
+        "  vouches for a commit; killed over a local path (at each of its first objects) and",
+        "  over `git http-backend` (before the server, mid-pack, after its answer), every",
+        "  machine and a freshly linked one sync, and the pool stays `git fsck --strict` clean.",
+        "  A mirror whose objects do not read is marked and moved aside by the next sync.",
+        "- Pool names no machine can hold (not UTF-8, over 200 bytes, a control character, a",
+        "  device name, a `.git` alias, a trailing dot) are never checked out: quarantined and",
+        "  named, and every sync goes on.",
+        "- Quarantine means never served: no door (search, `list --pool`, `show`, `artifact`,",
+        "  `notice`, the MCP tools, the viewer) gives back a word of a file copy-in set aside,",
+        "  and none of its bytes reach the search cache.",
+        "- The read doors read only documents (chapters, artifacts, rules, topic shards) through",
+        "  one containment check, and open every path search prints at its anchor's line (a",
+        "  line is what `\\n` ends).",
+        "- The damage matrix: every file of the store, the mirror and the pool made unreadable,",
+        "  the wrong type, garbage, too deep and too big, against every door: named errors,",
+        "  never a traceback or a hang; derived `cache/` and `index/` are rebuilt.",
+        "- Readers bound their inputs: JSON depth, side files (regular and inside the session",
+        "  folder), decompressed bytes and ratio, with the counts in the report.",
+        "- `chapters doctor` checks chapters and artifacts against their sha256, the mirror's",
+        "  and a local pool's closure and stale temp files; `--repair` fixes what it can.",
         "",
         "## Not in this suite yet",
         "",
@@ -137,6 +161,10 @@ def _render(results: Results, outcome: str) -> str:
         "  pool for real), not as three processes.",
         "- A TreeDX lease taken by a push killed before it heard the answer is not recorded",
         "  anywhere, so `chapters doctor --repair` cannot close it: it ends at its TTL.",
+        "- The hostile names are planted into a local-path pool only; TreeDX judges names by",
+        "  the same rule (`pool_layout.name_problem`) but no TreeDX pool is planted with them.",
+        "- The damage matrix damages one file at a time; a bounded (CI) run meets each file",
+        "  with one of the five damages, a full run with all five.",
         "",
         "## The last run",
         "",
@@ -154,6 +182,17 @@ def _render(results: Results, outcome: str) -> str:
     lines += ["", "Sizes (bounded, full): " + ", ".join(
         f"{k} {b}/{f}" for k, (b, f) in {**SIZES, **SERVED}.items()), ""]
     return "\n".join(lines)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config
+                            ) -> None:
+    """The table docs/reliability.md gets, printed at the end of every run."""
+    if _RESULTS is None or not _RESULTS.rows:
+        return
+    terminalreporter.section("reliability (the table of docs/reliability.md)")
+    width = max(len(p) for p, _m, _v in _RESULTS.rows)
+    for part, measure, value in _RESULTS.rows:
+        terminalreporter.write_line(f"{part:<{width}}  {measure}: {value}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -122,7 +122,7 @@ class FaultProxy:
         self.faulted = 0  # answers this proxy broke on purpose
         self.seen = 0  # requests read, since the last `park_at`
         self.parked = threading.Event()  # set while a request is held by `park_at`
-        self._park: tuple[int, str] | None = None
+        self._park: tuple[int, str, str] | None = None
         self._release = threading.Event()
         self.errors: list[str] = []  # unexpected proxy failures: a test asserts none
         self._stop = threading.Event()
@@ -148,14 +148,18 @@ class FaultProxy:
         if self._listener is None:
             self._listen()
 
-    def park_at(self, number: int, stage: str) -> None:
-        """Hold the `number`-th request from now: before forwarding it (`request`: the server
-        never sees it) or after (`answer`: the server did the work, the client never hears),
-        until `release()`; `parked` is set while it is held (a test kills the client there)."""
-        assert stage in ("request", "answer") and number >= 1
+    def park_at(self, number: int, stage: str, *, only: str = "") -> None:
+        """Hold the `number`-th request from now (with `only`, counting just the requests whose
+        start line holds it): before forwarding it (`request`: the server never sees it),
+        after (`answer`: the server did the work, the client never hears), or in the middle
+        of a body (`request-half`: the server gets the head and half the request body, then
+        its connection closes; `answer-half`: the client gets the head and half the answer's
+        body), until `release()`; `parked` is set while it is held (a test kills the client
+        there)."""
+        assert stage in ("request", "answer", "request-half", "answer-half") and number >= 1
         with self._guard:
             self.seen = 0
-            self._park = (number, stage)
+            self._park = (number, stage, only)
             self.parked.clear()
             self._release.clear()
 
@@ -239,9 +243,12 @@ class FaultProxy:
                     request = _Reader(client).message(to_eof=False)
                 except (OSError, ConnectionError, ValueError):
                     return  # the client gave up first: nothing to answer
-                stage = self._parking()
+                stage = self._parking(request.head[0])
                 if stage == "request":
                     self._hold()
+                    return
+                if stage.endswith("-half"):
+                    self._halfway(client, request, stage)
                     return
                 fault = self._take(request.head[0])
                 canned = self._canned(fault)
@@ -263,13 +270,34 @@ class FaultProxy:
             with self._guard:
                 self._workers.discard(threading.current_thread())
 
-    def _parking(self) -> str:
+    def _parking(self, start_line: str) -> str:
         """The park stage this request meets ("" for none)."""
         with self._guard:
+            if self._park is not None and self._park[2] not in start_line:
+                return ""
             self.seen += 1
             if self._park is not None and self._park[0] == self.seen:
                 return self._park[1]
         return ""
+
+    def _halfway(self, client: socket.socket, request: _Message, stage: str) -> None:
+        """Half of a transfer, then hold: half the request body reaches the server (then its
+        connection closes), or half the answer's body reaches the client."""
+        if stage == "request-half":
+            try:
+                with self._tracked(socket.create_connection(("127.0.0.1", self.target),
+                                                            timeout=_IO_TIMEOUT_S)) as up:
+                    up.sendall(request.encode() + request.body[: len(request.body) // 2])
+                    self._hold()
+            except (OSError, ConnectionError):
+                self._hold()
+            return
+        answer = self._forward(request)
+        if answer is None:
+            return
+        with contextlib.suppress(OSError):
+            client.sendall(answer.encode() + answer.body[: len(answer.body) // 2])
+        self._hold()
 
     def _hold(self) -> None:
         self.parked.set()

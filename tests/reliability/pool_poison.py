@@ -27,9 +27,11 @@ def _copy(tree: Tree) -> Tree:
     return out
 
 
-def plant(pool: Path, files: dict[str, tuple[int, bytes]], message: str = "mallory") -> str:
+def plant(pool: Path, files: dict[str, tuple[int, bytes]] | dict[bytes, tuple[int, bytes]],
+          message: str = "mallory") -> str:
     """Commit `files` (path -> (mode, bytes)) on top of the pool's main; returns the commit.
-    Paths split on "/" only, so a segment may be `..` or a reserved name."""
+    Paths split on "/" only, so a segment may be `..` or a reserved name; a bytes path may
+    hold a name that is not UTF-8."""
     repo = Repo(str(pool))
     try:
         store = repo.object_store
@@ -60,7 +62,8 @@ def plant(pool: Path, files: dict[str, tuple[int, bytes]], message: str = "mallo
 
         root = root_obj
         for path, (mode, data) in sorted(files.items()):
-            root = insert(root, [p.encode() for p in path.split("/")], mode, data)
+            raw = path if isinstance(path, bytes) else path.encode()
+            root = insert(root, raw.split(b"/"), mode, data)
         store.add_object(root)
         commit = Commit()
         commit.tree = root.id

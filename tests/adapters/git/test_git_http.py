@@ -17,7 +17,7 @@ from tests.adapters.git.conftest import GitCli, GitHttpServer, MakeMachine, file
 
 pytestmark = pytest.mark.slow
 
-RELINK = "run `chapters link <url> <token>`"
+RELINK = "run `chapters link <url> < token-file` (or with DSH_CHAPTERS_TOKEN set)"
 
 
 def publish(provider: object, files: dict[str, bytes], who: str) -> str:

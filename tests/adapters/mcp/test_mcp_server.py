@@ -90,7 +90,8 @@ def test_lists_five_tools_with_input_and_output_schemas_and_annotations(
     search = tools["chapters_search"].input_schema
     assert set(search["properties"]) == {"query", "maxTokens", "topic", "crossProject"}
     assert search["required"] == ["query"]
-    assert set(tools["chapters_read"].input_schema["properties"]) == {"path", "offset", "limit"}
+    assert set(tools["chapters_read"].input_schema["properties"]) == {"path", "offset", "limit",
+                                                                     "line"}
     artifact = tools["chapters_artifact"].input_schema
     assert set(artifact["properties"]) == {"pathOrSha", "action", "query", "offset", "limit",
                                            "maxTokens"}

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from dsh_chapters_core.errors import ChaptersError
+
 TEMP_SUFFIX = ".tmp"
 TRACE_ENV = "DSH_CHAPTERS_FS_TRACE_WRITES"
 PAUSE_ENV = "DSH_CHAPTERS_FS_WRITE_PAUSE_MS"
@@ -106,12 +108,33 @@ def make_dirs(directory: Path, mode: int = 0o755) -> None:
         fsync_dir(new.parent)
 
 
+class StoreWriteError(ChaptersError):
+    """A store file that cannot be written (its directory unreadable or not a directory, the
+    disk full): named with the path and the reason; nothing of it was written."""
+
+
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool = False) -> None:
     """Write `data` to `path` atomically. With `exclusive`, refuse to replace an existing file.
 
     `exclusive` uses `os.link` (fails if the target exists) instead of `os.replace`, so two
-    writers can never both think they created the same chapter.
+    writers can never both think they created the same chapter. Any other failure is a
+    `StoreWriteError` naming the path: the file is as it was, whole or absent.
     """
+    try:
+        _write_atomic(path, data, mode=mode, exclusive=exclusive)
+    except FileExistsError:
+        if exclusive:
+            raise  # the chapter is there already: the caller's to word
+        raise StoreWriteError(f"cannot write {path}: a file stands where a directory should",
+                              hint="`chapters doctor` names what is damaged") from None
+    except OSError as exc:
+        raise StoreWriteError(
+            f"cannot write {path}: {exc.strerror or type(exc).__name__}; it is as it was",
+            hint=f"check that {path.parent} is a directory this user can write (and that the "
+                 "disk has room); `chapters doctor` names what is damaged") from None
+
+
+def _write_atomic(path: Path, data: bytes, *, mode: int, exclusive: bool) -> None:
     number = next(_write_numbers)
     note_write()
     make_dirs(path.parent)

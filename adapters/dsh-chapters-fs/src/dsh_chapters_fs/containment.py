@@ -43,6 +43,8 @@ def _refuse_links_below(root: str, relpath: str) -> str:
             raise
         except NotADirectoryError:
             raise FileNotFoundError(current) from None
+        except OSError as exc:  # a directory above it cannot be searched
+            raise UnsafePathError(relpath, f"cannot be reached ({exc.strerror})") from None
         if stat.S_ISLNK(mode):
             raise UnsafePathError(relpath, f"passes through a symlink ({part}/)")
         if not stat.S_ISDIR(mode):
@@ -64,7 +66,10 @@ def open_contained(root: str, relpath: str) -> int:
             raise FileNotFoundError(target) from None
         if isinstance(exc, IsADirectoryError):
             raise UnsafePathError(relpath, "is a directory, not a file") from None
-        raise
+        # Unreadable (mode 000, EIO): set aside and named like any file that cannot be read,
+        # never a traceback of every command that lists it.
+        raise UnsafePathError(relpath, f"cannot be read ({exc.strerror or type(exc).__name__})"
+                              ) from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
@@ -77,15 +82,21 @@ def read_contained(root: str, relpath: str, limit: int | None = None) -> bytes:
     """The bytes of a contained regular file (at most `limit` when given)."""
     fd = open_contained(root, relpath)
     with os.fdopen(fd, "rb") as handle:
-        return handle.read() if limit is None else handle.read(limit)
+        try:
+            return handle.read() if limit is None else handle.read(limit)
+        except OSError as exc:  # EIO and the like: the file does not read
+            raise UnsafePathError(relpath, f"cannot be read ({exc.strerror})") from None
 
 
 def digest_contained(root: str, relpath: str) -> str:
     sha = hashlib.sha256()
     fd = open_contained(root, relpath)
     with os.fdopen(fd, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            sha.update(chunk)
+        try:
+            while chunk := handle.read(_CHUNK):
+                sha.update(chunk)
+        except OSError as exc:
+            raise UnsafePathError(relpath, f"cannot be read ({exc.strerror})") from None
     return sha.hexdigest()
 
 
@@ -103,3 +114,22 @@ def contains(root: str, relpath: str) -> bool:
     base = Path(os.path.realpath(root))
     target = Path(os.path.realpath(os.path.join(root, relpath)))
     return target == base or base in target.parents
+
+
+def read_small_file(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """The bytes of a small machine-local file (a session record, a reservation): None when
+    it is absent, not a regular file (a FIFO never blocks the open), unreadable, or larger
+    than `limit` (then it is damage, not a record)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        try:
+            data = handle.read(limit + 1)
+        except OSError:
+            return None
+    return data if len(data) <= limit else None

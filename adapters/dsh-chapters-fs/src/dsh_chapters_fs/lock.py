@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from dsh_chapters_fs.atomic import (
     write_atomic,
     writes_started,
 )
-from dsh_chapters_fs.storelog import LOG_RELPATH
+from dsh_chapters_fs.storelog import LOG_RELPATH, append_log_line, read_log_tail
 
 LOCK_NAME = "writer.lock"
 HOLDER_NAME = "writer.holder"
@@ -42,6 +43,7 @@ RELEASED_NAME = "writer.released"  # written at a clean release: no sweep needed
 # log is append-only, so the store's other files stay exactly as the archive left them.
 _WRITER_EVENT = b'"event":"writer"'
 _TAIL_BYTES = 64 * 1024  # how far back a reader looks for the last `writer` line
+_HOLDER_MAX_BYTES = 4096  # a holder record is one short line; more is damage, not a holder
 
 if TYPE_CHECKING:
     import filelock
@@ -52,18 +54,12 @@ def read_generation(store_root: str | os.PathLike[str]) -> str:
     read from its tail. "" when there is none within reach (no writer ever held the lock, or a
     damaged line), which a reader takes as "unknown": it must look for itself."""
     path = Path(store_root) / LOG_RELPATH
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - _TAIL_BYTES))
-            tail = handle.read()
-    except OSError:
-        return ""
+    tail = read_log_tail(path, _TAIL_BYTES)
     for line in reversed(tail.splitlines()):
         if _WRITER_EVENT in line:
             try:
                 number = json.loads(line)["generation"]
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 return ""
             return str(number) if isinstance(number, int) and number > 0 else ""
     return ""
@@ -123,8 +119,9 @@ class FileWriterLock:
 
     def _read_holder(self) -> Holder | None:
         try:
-            return Holder.from_json(self.holder_path.read_bytes())
-        except FileNotFoundError:
+            return Holder.from_json(read_log_tail(self.holder_path, _HOLDER_MAX_BYTES,
+                                                  whole=True))
+        except RecursionError:
             return None
 
     def _is_stale(self, holder: Holder) -> bool:
@@ -135,8 +132,11 @@ class FileWriterLock:
     def _held_by_someone(self) -> bool:
         if self._lock is not None and self._lock.is_locked:
             return True
-        if not self.path.exists():
-            return False
+        try:
+            if not self.path.exists():
+                return False
+        except OSError:
+            return False  # state/ cannot be looked into: no lock there (hold() names it)
         import filelock  # on use: a command that never locks (a search) never loads it
 
         probe = filelock.FileLock(self.path, timeout=0)
@@ -144,6 +144,8 @@ class FileWriterLock:
             probe.acquire()
         except filelock.Timeout:
             return True
+        except OSError:
+            return False  # a lock file that cannot be opened holds nothing (hold() names it)
         probe.release()
         return False
 
@@ -163,17 +165,12 @@ class FileWriterLock:
         """Append this section's `writer` line (one O_APPEND write, so concurrent log lines
         stay whole); the log's size before and after it."""
         path = self.state_dir.parent / LOG_RELPATH
-        make_dirs(path.parent)
         line = json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "event": "writer", "generation": generation, "pid": os.getpid()},
                           sort_keys=True, separators=(",", ":")).encode("ascii") + b"\n"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            before = os.fstat(fd).st_size
-            os.write(fd, line)
-            return before, os.fstat(fd).st_size
-        finally:
-            os.close(fd)
+        # A log that cannot take the line (not a file, unwritable) leaves the generation
+        # unknown: readers then look for themselves. `chapters doctor` names the log.
+        return append_log_line(path, line) or (0, 0)
 
     def _take_back_writer_line(self, before: int, after: int) -> None:
         """Truncate the log back to `before`, unless someone appended since (then the line
@@ -202,6 +199,25 @@ class FileWriterLock:
             path=str(self.path),
         )
 
+    def _check_lock_file(self) -> None:
+        """The lock file must be a regular file (or absent): filelock would wait forever on a
+        FIFO and fail on a directory; either is named here instead."""
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._unusable(f"cannot be read ({exc.strerror})") from None
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise self._unusable(f"is {kind}")
+
+    def _unusable(self, why: str) -> ChaptersError:
+        return ChaptersError(
+            f"the store's writer lock {self.path} {why}; nothing was written",
+            hint=f"remove {self.path} (no writer holds a lock file that is not a regular file "
+                 "it can open); the next command makes it again")
+
     def _refusal(self, timeout_s: float) -> ChaptersError:
         holder = self._read_holder()
         if holder is None:
@@ -223,13 +239,17 @@ class FileWriterLock:
             finally:
                 self._depth -= 1
             return
-        make_dirs(self.state_dir)
+        try:
+            make_dirs(self.state_dir)
+        except OSError as exc:
+            raise self._unusable(f"cannot be made ({exc.strerror})") from None
         import filelock  # on use: a command that never locks (a search) never loads it
 
+        self._check_lock_file()
         lock = filelock.FileLock(self.path, timeout=timeout_s)
         try:
             lock.acquire()
-        except filelock.Timeout:
+        except filelock.Timeout:  # a TimeoutError, so before OSError
             holder = self._read_holder()
             if holder is None or not self._is_stale(holder):
                 raise self._refusal(timeout_s) from None
@@ -239,6 +259,9 @@ class FileWriterLock:
                 lock.acquire()
             except filelock.Timeout:
                 raise self._refusal(timeout_s) from None
+        except OSError as exc:
+            raise self._unusable(f"cannot be opened ({exc.strerror or type(exc).__name__})") \
+                from None
         holder_written = False
         log_sizes: tuple[int, int] | None = None
         writes_before = 0

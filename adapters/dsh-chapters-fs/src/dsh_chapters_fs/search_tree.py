@@ -88,7 +88,7 @@ class SearchTree(DirectoryTree):
             rel = stack.pop()
             try:
                 entries = os.scandir(f"{base}/{rel}" if rel else base)
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError:  # gone, not a directory, or unreadable: nothing of it is listed
                 continue
             with entries:
                 for entry in entries:

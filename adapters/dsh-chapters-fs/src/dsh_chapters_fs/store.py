@@ -40,7 +40,7 @@ from dsh_chapters_fs.chapterfile import (
     parse_document,
     quarantined_document,
 )
-from dsh_chapters_fs.containment import read_contained
+from dsh_chapters_fs.containment import read_contained, read_small_file
 from dsh_chapters_fs.search_tree import FrontmatterReader
 from dsh_chapters_fs.tree import checked_relpath
 
@@ -93,13 +93,16 @@ class FsChapterStore:
         if self._records is None:
             records: dict[str, tuple[str, Path]] = {}
             for root_id in self.sessions():
-                main = self._base / root_id / SESSION_FILE
-                if main.is_file():
-                    records[root_id] = (root_id, main)
-                children = self._base / root_id / "sessions"
-                if children.is_dir():
-                    for child in sorted(children.glob("*.json")):
-                        records.setdefault(child.stem, (root_id, child))
+                try:
+                    main = self._base / root_id / SESSION_FILE
+                    if main.is_file():
+                        records[root_id] = (root_id, main)
+                    children = self._base / root_id / "sessions"
+                    if children.is_dir():
+                        for child in sorted(children.glob("*.json")):
+                            records.setdefault(child.stem, (root_id, child))
+                except OSError:
+                    continue  # a session folder that cannot be read: `quarantined` names it
             self._records = records
         return self._records
 
@@ -115,9 +118,10 @@ class FsChapterStore:
         return self._scan_records().get(session_id)
 
     def _load_record(self, path: Path) -> dict[str, Any]:
+        raw = read_small_file(path, _RECORD_MAX_BYTES)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(raw.decode("utf-8")) if raw is not None else {}
+        except (ValueError, RecursionError):  # garbage, or nested past the parser's stack
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -209,12 +213,13 @@ class FsChapterStore:
         so a writer killed before its chapter lands leaves a gap, never a reused number."""
         path = self._reservation_path(root_session_id)
         reserved = 0
+        raw = read_small_file(path, _RECORD_MAX_BYTES)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(raw.decode("utf-8")) if raw is not None else None
             if isinstance(data, dict) and isinstance(data.get("last"), int):
                 reserved = data["last"]
-        except (OSError, ValueError):
-            reserved = 0
+        except (ValueError, RecursionError):
+            reserved = 0  # the chapters on disk still bound the next number
         written = self.chapter_numbers(root_session_id)
         number = max([reserved, *written]) + 1
         write_atomic(path, _json_bytes({"last": number, "sessionId": root_session_id}))
@@ -274,7 +279,9 @@ class FsChapterStore:
         retry after a crash never doubles a turn; earlier bytes are kept as they were."""
         path = self._session_dir(root_session_id) / COLLECTIONS_FILE
         try:
-            existing = path.read_bytes()
+            # contained: a FIFO, a directory or an unreadable file is refused by name (its
+            # bytes cannot be kept, so it is never replaced), never waited on
+            existing = read_contained(self.root, path.relative_to(self._base).as_posix())
         except FileNotFoundError:
             existing = b""
         seen = {_seqs_of(line) for line in existing.decode("utf-8", errors="replace").splitlines()}
@@ -298,14 +305,17 @@ class FsChapterStore:
         found: list[tuple[str, int, str]] = []
         for root_id in self.sessions():
             chapters = self._base / root_id / "chapters"
-            if chapters.is_symlink() or not chapters.is_dir():
-                continue
-            with os.scandir(chapters) as entries:
-                for p in entries:
-                    number = chapter_number(p.name)
-                    if (number is not None and p.is_file(follow_symlinks=False)
-                            and not is_temp_name(p.name)):
-                        found.append((root_id, number, f"{root_id}/chapters/{p.name}"))
+            try:
+                if chapters.is_symlink() or not chapters.is_dir():
+                    continue
+                with os.scandir(chapters) as entries:
+                    for p in entries:
+                        number = chapter_number(p.name)
+                        if (number is not None and p.is_file(follow_symlinks=False)
+                                and not is_temp_name(p.name)):
+                            found.append((root_id, number, f"{root_id}/chapters/{p.name}"))
+            except OSError:
+                continue  # a folder that cannot be read: `quarantined` names it
         return [path for _, _, path in sorted(found)]
 
     def rule_paths(self) -> list[str]:
@@ -339,19 +349,25 @@ class FsChapterStore:
         found: list[tuple[str, str]] = []
         for root_id in self.sessions():
             chapters = self._base / root_id / "chapters"
-            if chapters.is_symlink():
-                found.append((f"{root_id}/chapters", "is a symlink"))
-                continue
-            if not chapters.is_dir():
-                continue
-            with os.scandir(chapters) as entries:
-                for p in entries:
-                    if chapter_number(p.name) is None or is_temp_name(p.name):
-                        continue
-                    if p.is_symlink():
-                        found.append((f"{root_id}/chapters/{p.name}", "is a symlink"))
-                    elif not p.is_file(follow_symlinks=False):
-                        found.append((f"{root_id}/chapters/{p.name}", "is not a regular file"))
+            try:
+                if chapters.is_symlink():
+                    found.append((f"{root_id}/chapters", "is a symlink"))
+                    continue
+                if not chapters.is_dir():
+                    continue
+                with os.scandir(chapters) as entries:
+                    for p in entries:
+                        if chapter_number(p.name) is None or is_temp_name(p.name):
+                            continue
+                        if p.is_symlink():
+                            found.append((f"{root_id}/chapters/{p.name}", "is a symlink"))
+                        elif not p.is_file(follow_symlinks=False):
+                            found.append((f"{root_id}/chapters/{p.name}",
+                                          "is not a regular file"))
+            except OSError as exc:
+                where = chapters if os.access(self._base / root_id, os.X_OK) else chapters.parent
+                found.append((where.relative_to(self._base).as_posix(),
+                              f"cannot be read ({exc.strerror})"))
         reader = FrontmatterReader()  # the core's `key: <JSON>` lines in microseconds
         for relpath in [*self.chapter_paths(), *self.rule_paths()]:
             try:
@@ -424,6 +440,8 @@ class FsChapterStore:
                                 hint="run `chapters list` to see what is archived") from None
 
 
+# A session record or a reservation is a few hundred bytes; a bigger one is damage.
+_RECORD_MAX_BYTES = 1024 * 1024
 _FIRST_HEAD = 8192  # most frontmatter blocks close within this; longer ones are read further
 
 
@@ -436,7 +454,7 @@ def _closes(head: bytes) -> bool:
 def _seqs_of(line: str) -> tuple[int, ...] | None:
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     seqs = data.get("seqs") if isinstance(data, dict) else None
     if isinstance(seqs, list) and all(isinstance(s, int) for s in seqs):

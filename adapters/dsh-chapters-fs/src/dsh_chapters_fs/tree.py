@@ -71,5 +71,13 @@ class DirectoryTree:
     def digest(self, path: str) -> str:
         return digest_contained(self.root, path)
 
+    def size(self, path: str) -> int:
+        """The file's size by `lstat` (-1 when absent or unreadable): a reader that refuses
+        big files (copy-in's poolFileMaxBytes) never reads one to learn it is too big."""
+        try:
+            return os.lstat(self._abs(path)).st_size
+        except OSError:
+            return -1
+
     def write(self, path: str, data: bytes) -> None:
         write_atomic(self._abs(path), data)

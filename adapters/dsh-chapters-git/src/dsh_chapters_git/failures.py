@@ -30,13 +30,13 @@ from dulwich.errors import (
 )
 from dulwich.pack import UnresolvedDeltas
 
-RELINK_HINT = "run `chapters link <url> <token>`"
+RELINK_HINT = "run `chapters link <url> < token-file` (or with DSH_CHAPTERS_TOKEN set)"
 
 _HINTS: dict[FailureCode, str] = {
     FailureCode.AUTH: RELINK_HINT,
     FailureCode.NETWORK: "the archive keeps working locally; the next sync delivers the backlog",
     FailureCode.TIMEOUT: "raise syncTimeoutMs if the pool is slow; the next sync retries",
-    FailureCode.CORRUPT: "the mirror is rebuilt from the pool on the next sync",
+    FailureCode.CORRUPT: "the next sync moves the mirror aside and clones it again",
     FailureCode.DIVERGED: "the pool moved: rebuild the mirror and publish again (§5.2)",
     FailureCode.REFUSED: "check the pool's URL or path with `chapters link`",
     FailureCode.NOT_FOUND: "check the pool's URL or path with `chapters link`",
@@ -58,6 +58,24 @@ class HttpStatusError(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(f"HTTP {status}")
         self.status = status
+
+
+# What a damaged object store raises when it is read (a missing or mangled object).
+BAD_GIT_DATA: tuple[type[BaseException], ...] = (
+    ChecksumMismatch, ObjectFormatException, ApplyDeltaError, UnresolvedDeltas, ObjectMissing,
+    zlib.error,
+)
+
+
+class PoolDamaged(Exception):
+    """The pool itself does not hold what its head names (a local-path pool a writer was
+    killed in before this fix, or damaged by hand): recloning the mirror cannot help, so the
+    mirror is left alone and `chapters doctor` names what is missing."""
+
+
+class MirrorDamaged(Exception):
+    """The mirror's own objects do not read: it is transport (§3.1), so it is marked and the
+    next sync moves it aside and clones again."""
 
 
 class AnswerCutShort(Exception):
@@ -140,6 +158,12 @@ def _classify_link(verb: str, link: BaseException, timeout_ms: int) -> Transport
         return _http_status(verb, link.status)
     if isinstance(link, AnswerCutShort):
         return failure(verb, FailureCode.NETWORK, "the pool's answer ended before it was whole")
+    if isinstance(link, PoolDamaged):
+        return failure(verb, FailureCode.CORRUPT, f"the pool is damaged: {link}",
+                       hint="`chapters doctor` names what the pool lacks; `chapters doctor "
+                            "--repair` on a machine whose mirror holds it writes it back")
+    if isinstance(link, MirrorDamaged):
+        return failure(verb, FailureCode.CORRUPT, f"the mirror is damaged: {link}")
     if isinstance(link, HTTPUnauthorized | HTTPProxyUnauthorized):
         return _http_status(verb, 401)
     if isinstance(link, NotGitRepository):

@@ -16,6 +16,7 @@ Invariants kept here:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,12 +26,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from dsh_chapters_core.ports.transport import StageResult
+from dulwich.errors import ObjectMissing
 from dulwich.index import Index, IndexEntry, index_entry_from_stat
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from dsh_chapters_git.failures import Deadline
+from dsh_chapters_git.failures import BAD_GIT_DATA, Deadline, MirrorDamaged
 from dsh_chapters_git.history import read_commit
 from dsh_chapters_git.packs import WrittenPack, write_objects
 from dsh_chapters_git.trees import (
@@ -38,6 +40,7 @@ from dsh_chapters_git.trees import (
     EXEC_MODE,
     FILE_MODE,
     GITLINK_MODE,
+    ObjectReader,
     Overlay,
     TreeEntry,
     blob_id,
@@ -56,6 +59,9 @@ IDENTITY_DOMAIN = "dsh-chapters.invalid"
 _DEADLINE_STRIDE = 256  # files between two deadline checks
 UNSAFE_FILE = "dsh-chapters-unsafe.json"  # under `.git/`: pool entries never checked out
 VERIFIED_FILE = "dsh-chapters-verified"  # under `.git/`: what the last integrity check saw
+# Under `.git/`: why a verb found this mirror's own objects damaged. The next open reads it as
+# a problem, so the mirror is moved aside and cloned again (what the failure promised).
+DAMAGED_FILE = "dsh-chapters-damaged"
 
 
 def _hex_or_none(sha: bytes | None) -> str:
@@ -79,6 +85,15 @@ def _mtime_ns(value: int | float | tuple[int, int]) -> int:
     if isinstance(value, tuple):
         return value[0] * 1_000_000_000 + value[1]
     return int(value * 1_000_000_000)
+
+
+def _raw(store: ObjectReader, sha: bytes) -> bytes:
+    """A blob's bytes; a missing one is `ObjectMissing` (named, classified), never KeyError."""
+    try:
+        obj = store[ObjectID(sha)]
+    except KeyError:
+        raise ObjectMissing(ObjectID(sha)) from None
+    return obj.as_raw_string()
 
 
 def _write_new(path: bytes, data: bytes, mode: int) -> os.stat_result:
@@ -145,6 +160,9 @@ class Mirror:
     @property
     def repo(self) -> Repo:
         if self._repo is None:
+            odd = irregular_git_file(os.path.join(self.root, ".git"))
+            if odd:  # dulwich would wait forever on a FIFO there: damage, named
+                raise MirrorDamaged(odd)
             self._repo = Repo(self.root)
         return self._repo
 
@@ -291,7 +309,23 @@ class Mirror:
                     parts.append(f"pack/{entry.name}:{st.st_size}:{st.st_mtime_ns}")
         return parts
 
+    def connectivity_problem(self) -> str:
+        """`git fsck`-level connectivity of the refs sync uses ("" when whole): every commit of
+        `main` and the pool head's history, every tree and blob they name, each object read
+        and its bytes checked against its name. For `chapters doctor`: it reads the whole
+        history, which the per-sync check above never does."""
+        odd = irregular_object_file(os.path.join(self.root, ".git", "objects"))
+        if odd:
+            return odd
+        try:
+            return closure_problem(self.repo.object_store, (self.head(), self.pool_head()))
+        except Exception as exc:  # any failure to read the repository is damage here
+            return f"the repository does not read ({type(exc).__name__})"
+
     def _check_integrity(self, verified_packs: set[str]) -> str:
+        odd = irregular_object_file(os.path.join(self.root, ".git", "objects"))
+        if odd:  # read by dulwich, a FIFO would block forever: found by type first
+            return odd
         store = self.repo.object_store
         seen: set[bytes] = set()
         for ref in (self.head(), self.pool_head()):
@@ -325,16 +359,52 @@ class Mirror:
                 return f"pack {name} fails its checksum"
         return ""
 
+    def mark_damaged(self, detail: str) -> None:
+        """Record that a verb found this mirror's objects damaged (see DAMAGED_FILE)."""
+        try:
+            with open(os.path.join(self.root, ".git", DAMAGED_FILE), "w",
+                      encoding="utf-8") as handle:
+                handle.write(detail[:500] + "\n")
+        except OSError:
+            pass  # a mirror whose .git cannot be written fails `problem()` anyway
+
+    def damaged(self) -> str:
+        try:
+            with open(os.path.join(self.root, ".git", DAMAGED_FILE), encoding="utf-8",
+                      errors="replace") as handle:
+                return handle.read(500).strip() or "damaged"
+        except OSError:
+            return ""
+
+    @contextlib.contextmanager
+    def reads(self) -> Iterator[None]:
+        """Reads of this mirror's objects: a missing or mangled one is `MirrorDamaged`."""
+        try:
+            yield
+        except BAD_GIT_DATA as exc:
+            raise MirrorDamaged(_what_is_damaged(exc)) from exc
+
     def problem(self, remote: str) -> str:
         """Why this mirror cannot be used as is ("" when it can): corrupt, dirty or foreign."""
         if not os.path.isdir(os.path.join(self.root, ".git")):
             return "not a git repository"
+        odd = irregular_git_file(os.path.join(self.root, ".git"))
+        if odd:
+            return f"corrupt: {odd}"
+        damaged = self.damaged()
+        if damaged:
+            return f"corrupt: {damaged}"
         # Any failure to read the mirror is corruption for our purposes: it is disposable.
         try:
             if self.remote() != remote:
                 return "mirror of another pool"
             if self.repo.refs.read_ref(HEAD) != b"ref: " + MAIN:
                 return "HEAD is not main"
+            # First: an object file that is not a regular file (a FIFO would block any read
+            # below forever) is found by type, whenever the object directories changed.
+            broken = self.integrity_problem()
+            if broken:
+                return f"corrupt: {broken}"
             head = self.head()
             if head is not None:
                 read_tree(self.repo.object_store, read_commit(self.repo.object_store, head).tree)
@@ -344,9 +414,6 @@ class Mirror:
             index = self.index()
             if head is None and len(index):
                 return "index without commits"
-            broken = self.integrity_problem()
-            if broken:
-                return f"corrupt: {broken}"
         except Exception:  # see above
             return "unreadable repository"
         changed = self._first_dirty_path()
@@ -369,9 +436,12 @@ class Mirror:
             # The index keeps 32 bits of the inode number; equal stat means unchanged.
             if st.st_mtime_ns == _mtime_ns(entry.mtime) and st.st_ino & 0xFFFFFFFF == entry.ino:
                 continue
-            with open(full, "rb") as handle:
-                if blob_id(handle.read()) != entry.sha:
-                    return path.decode("utf-8", "replace")
+            try:
+                with open(full, "rb") as handle:
+                    if blob_id(handle.read()) != entry.sha:
+                        return path.decode("utf-8", "replace")
+            except OSError:  # unreadable: the mirror cannot vouch for it, so it is rebuilt
+                return path.decode("utf-8", "replace")
         for path in self._walk_files(self._root_b, b""):
             if path not in index:
                 return path.decode("utf-8", "replace")
@@ -405,8 +475,7 @@ class Mirror:
             if parent not in made:
                 os.makedirs(parent, exist_ok=True)
                 made.add(parent)
-            _, data = store.get_raw(ObjectID(entry.sha))
-            st = _write_new(full, data, entry.mode)
+            st = _write_new(full, _raw(store, entry.sha), entry.mode)
             entries[path] = index_entry_from_stat(st, entry.sha, entry.mode)
         self._record_unsafe(skipped, replace=True)
         self.set_head(commit)
@@ -438,8 +507,7 @@ class Mirror:
                 continue
             full = os.path.join(self._root_b, change.path)
             os.makedirs(os.path.dirname(full), exist_ok=True)
-            _, data = store.get_raw(ObjectID(change.new.sha))
-            st = _write_atomic(full, data, change.new.mode)
+            st = _write_atomic(full, _raw(store, change.new.sha), change.new.mode)
             index[change.path] = index_entry_from_stat(st, change.new.sha, change.new.mode)
         self.set_head(new)
         self.set_pool_head(new)
@@ -533,8 +601,10 @@ class Mirror:
             blob = Blob()
             blob.data = item.data
             blobs.append(blob)
+        # Children first (`build_tree` lists subtrees before their parents): a kill leaves no
+        # commit without its tree, and `main` moves only after the commit is in.
         objects: list[ShaFile] = [*blobs, *trees, commit]
-        pack = write_objects(store, objects, loose_limit)
+        pack = write_objects(store, objects, loose_limit, "commit")
         if parent is None:
             ok = self.repo.refs.add_if_new(MAIN, commit.id)
         else:
@@ -551,6 +621,92 @@ class Mirror:
         self.fresh_pack = pack
         self.fresh.update((bytes(o.id), o) for o in objects)
         return commit.id.decode("ascii")
+
+
+# The files of a repository dulwich opens with a plain `open()`: each must be a regular file
+# (a FIFO would block it forever, a directory fail it with a traceback).
+_GIT_FILES = ("config", "HEAD", "index", "packed-refs", "refs/heads/main",
+              "refs/remotes/pool/main", VERIFIED_FILE, UNSAFE_FILE, DAMAGED_FILE)
+
+
+def irregular_git_file(git_dir: str, names: tuple[str, ...] = _GIT_FILES) -> str:
+    """The first of a repository's own files that exists and is not a regular file ("")."""
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(git_dir, name)).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"{name} cannot be read ({exc.strerror})"
+        if not stat.S_ISREG(mode):
+            return f"{name} is not a regular file"
+    return ""
+
+
+def irregular_object_file(objects_dir: str) -> str:
+    """The first loose object or pack file that is not a regular file (""): one scan of the
+    object directory's names and types, no object read."""
+    try:
+        with os.scandir(objects_dir) as top:
+            fans = [e for e in top if len(e.name) == 2 or e.name == "pack"]
+    except OSError as exc:
+        return f"objects/ cannot be read ({exc.strerror})"
+    for fan in fans:
+        if not fan.is_dir(follow_symlinks=False):
+            return f"objects/{fan.name} is not a directory"
+        try:
+            with os.scandir(fan.path) as entries:
+                for entry in entries:
+                    if not entry.is_file(follow_symlinks=False):
+                        return f"object file {fan.name}/{entry.name} is not a regular file"
+        except OSError as exc:
+            return f"objects/{fan.name} cannot be read ({exc.strerror})"
+    return ""
+
+
+def _what_is_damaged(exc: BaseException) -> str:
+    if isinstance(exc, ObjectMissing):
+        sha = exc.args[0] if exc.args else b""
+        text = sha.decode("ascii", "replace") if isinstance(sha, bytes) else str(sha)
+        return f"object {text[:12]} is missing"
+    return f"an object does not read ({type(exc).__name__})"
+
+
+def closure_problem(store: ObjectReader, heads: tuple[bytes | None, ...]) -> str:
+    """The first thing missing or mangled in the closure of `heads` ("" when it is whole): a
+    walk of every commit, tree and blob, each read, parsed and hashed against its id (`git
+    fsck`'s connectivity, without its style checks)."""
+    seen: set[bytes] = set()
+    todo: list[tuple[bytes, str]] = [(h, "commit") for h in heads if h is not None]
+    while todo:
+        sha, kind = todo.pop()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        try:
+            # Parsed and hashed, not style-checked: another machine's tree may hold a name
+            # we never check out (`..`), which is quarantine's business, not damage.
+            obj = store[ObjectID(sha)]
+            obj.as_raw_string()
+        except KeyError:
+            return f"{kind} {sha[:12].decode('ascii', 'replace')} is missing"
+        except Exception as exc:  # a mangled object: checksum, format, zlib
+            return (f"{kind} {sha[:12].decode('ascii', 'replace')} does not read "
+                    f"({type(exc).__name__})")
+        if obj.id != sha:
+            return f"{kind} {sha[:12].decode('ascii', 'replace')} holds another object"
+        if isinstance(obj, Commit):
+            todo.append((bytes(obj.tree), "tree"))
+            todo.extend((bytes(p), "commit") for p in obj.parents)
+        elif kind == "commit":
+            return f"commit {sha[:12].decode('ascii', 'replace')} is a {obj.type_name.decode()}"
+        elif kind == "tree":
+            for _name, mode, child in read_tree(store, sha).iteritems():
+                if mode == DIR_MODE:
+                    todo.append((bytes(child), "tree"))
+                elif mode != GITLINK_MODE:
+                    todo.append((bytes(child), "blob"))
+    return ""
 
 
 def move_aside(root: str) -> str:

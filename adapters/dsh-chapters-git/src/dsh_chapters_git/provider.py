@@ -27,10 +27,18 @@ from dsh_chapters_core.ports.transport import (
 from dsh_chapters_core.remote import parse_remote
 from dulwich.repo import Repo
 
-from dsh_chapters_git.failures import Deadline, classify, failure
+from dsh_chapters_git.failures import (
+    BAD_GIT_DATA,
+    Deadline,
+    MirrorDamaged,
+    PoolDamaged,
+    classify,
+    failure,
+)
 from dsh_chapters_git.history import is_ancestor
 from dsh_chapters_git.history_scan import history_files
 from dsh_chapters_git.mirror import Mirror, identity, move_aside, remove_tree
+from dsh_chapters_git.packs import stale_temp_files, sweep_temp_files
 from dsh_chapters_git.trees import UnsafePathError, check_path
 from dsh_chapters_git.upstream import (
     HttpPool,
@@ -44,6 +52,24 @@ from dsh_chapters_git.upstream import (
 
 def _hex(sha: bytes | None) -> str:
     return sha.decode("ascii") if sha is not None else ""
+
+
+def _tmp_pid(path: str) -> int:
+    """The pid a `<mirror>.tmp-<pid>-<hex>` clone names (0 when it names none)."""
+    tail = path.rsplit(".tmp-", 1)[-1].split("-", 1)[0]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class GitProvider:
@@ -71,6 +97,10 @@ class GitProvider:
         except UnsafePathError:
             raise failure(verb, FailureCode.REFUSED, "the pool holds an unsafe path") from None
         except Exception as exc:
+            if isinstance(exc, MirrorDamaged) and self._mirror is not None:
+                # §5.2: the mirror is transport. Marked, the next open moves it aside and
+                # clones again, as the failure's next step says (never a wedged mirror).
+                self._mirror.mark_damaged(str(exc))
             mapped = classify(verb, exc, self._timeout_ms)
             if mapped is None:
                 raise
@@ -98,7 +128,7 @@ class GitProvider:
         try:
             return probe.remote() == self._upstream.display and probe.pool_head() is not None
         except Exception:  # an unreadable mirror proves nothing: treat it as new
-            return False
+            return False  # (a FIFO in .git is refused by type before dulwich opens it)
         finally:
             probe.close()
 
@@ -125,7 +155,12 @@ class GitProvider:
         try:
             head = self._upstream.clone_into(fresh, deadline)
             if head is not None:
-                fresh.materialize(head, deadline)
+                try:
+                    fresh.materialize(head, deadline)
+                except BAD_GIT_DATA as exc:
+                    # a fresh copy of the pool: what it lacks, the pool lacks
+                    raise PoolDamaged(f"its head {head[:12].decode()} names an object it does "
+                                      f"not hold whole ({type(exc).__name__})") from exc
             fresh.close()
             if self._mirror is not None:
                 self._mirror.close()
@@ -169,7 +204,10 @@ class GitProvider:
                 mirror.set_pool_head(head)  # our own push landed; only the bookmark lagged
                 return PullResult(_hex(before), _hex(head), (), requests)
             store = mirror.repo.object_store
-            if head is None or (before is not None and not is_ancestor(store, before, head)):
+            with mirror.reads():
+                rewritten = head is None or (
+                    before is not None and not is_ancestor(store, before, head))
+            if rewritten or head is None:
                 raise failure("pull", FailureCode.DIVERGED, "the pool's history was rewritten")
             if local != before:
                 raise failure(
@@ -177,7 +215,8 @@ class GitProvider:
                     FailureCode.DIVERGED,
                     "the mirror has unpushed commits and the pool moved",
                 )
-            changed = mirror.fast_forward(before, head, deadline)
+            with mirror.reads():
+                changed = mirror.fast_forward(before, head, deadline)
             return PullResult(_hex(before), _hex(head), changed, requests,
                               unsafe_paths=mirror.unsafe_paths())
 
@@ -191,7 +230,8 @@ class GitProvider:
         with self._call("commit") as deadline:
             mirror = self._ready(deadline)
             who = identity(author or self._context.harness_id)
-            return mirror.commit(message, who, self._loose_limit)
+            with mirror.reads():
+                return mirror.commit(message, who, self._loose_limit)
 
     def push(self) -> PushResult:
         with self._call("push") as deadline:
@@ -200,7 +240,8 @@ class GitProvider:
             before = mirror.pool_head()
             if local is None or local == before:
                 return PushResult(head=_hex(before), pushed=False)
-            pushed = self._upstream.push_from(mirror, local, before, deadline)
+            with mirror.reads():  # the closure is read from the mirror
+                pushed = self._upstream.push_from(mirror, local, before, deadline)
             mirror.set_pool_head(local)
             mirror.forget_fresh()
             return PushResult(head=_hex(local), pushed=pushed)
@@ -216,37 +257,89 @@ class GitProvider:
 
     # ---- doctor (ports.transport.ProviderDoctor) ---------------------------------------
     def diagnose(self) -> tuple[HealthFinding, ...]:
-        """Local checks only: the mirror's health and integrity, and a stale pool ref lock."""
+        """Local checks only: the mirror's health and its refs' whole closure (`git fsck`'s
+        connectivity), a local pool's ref closure and stale ref lock, and temp files that
+        killed transfers left in either object store."""
         found: list[HealthFinding] = []
-        if os.path.isdir(os.path.join(self.mirror_root, ".git")):
+        rebuild = "move the mirror aside and clone it again from the pool (§5.2)"
+        if os.path.lexists(self.mirror_root):
             probe = Mirror(self.mirror_root)
             try:
                 problem = probe.problem(self._upstream.display)
+                if not problem and os.path.isdir(os.path.join(self.mirror_root, ".git")):
+                    broken = probe.connectivity_problem()
+                    problem = f"corrupt: {broken}" if broken else ""
                 unsafe = probe.unsafe_paths()
             finally:
                 probe.close()
             if problem:
                 found.append(HealthFinding(
                     "mirror-corrupt" if problem.startswith(("corrupt", "unreadable"))
-                    else "mirror-unusable",
-                    self.mirror_root, problem,
-                    "move the mirror aside and rebuild it from the pool (§5.2)"))
+                    else "mirror-unusable", self.mirror_root, problem, rebuild))
             for path in unsafe:
                 found.append(HealthFinding(
                     "pool-unsafe-path", path, "an unsafe path element in the pool; never "
                     "checked out", ""))
         if isinstance(self._upstream, LocalPool):
-            lock = self._upstream.ref_lock()
-            age_ms = stale_lock_age_ms(lock, self._timeout_ms)
-            if age_ms is not None:
-                holders = lock_holders(lock)
-                found.append(HealthFinding(
-                    "pool-lock-stale", lock,
-                    f"{age_ms // 1000} s old, over syncTimeoutMs = {self._timeout_ms} ms"
-                    + (f"; held open by pid {', '.join(map(str, holders))}" if holders else
-                       "; no process holds it"),
-                    "" if holders else "remove the lock file"))
+            found.extend(self._local_pool_findings())
+        found.extend(self._temp_findings())
         return tuple(found)
+
+    def _local_pool_findings(self) -> list[HealthFinding]:
+        assert isinstance(self._upstream, LocalPool)
+        found: list[HealthFinding] = []
+        damage = self._upstream.closure_problem()
+        if damage:
+            missing = self._upstream.missing_objects(self._mirror_store_or_none())
+            can = missing is not None and missing.restorable
+            found.append(HealthFinding(
+                "pool-damaged", self._upstream.path,
+                f"its head's history is not whole: {damage}",
+                f"write the {len(missing.objects) if missing else 0} missing object(s) back "
+                "from this machine's mirror" if can else ""))
+        lock = self._upstream.ref_lock()
+        age_ms = stale_lock_age_ms(lock, self._timeout_ms)
+        if age_ms is not None:
+            holders = lock_holders(lock)
+            found.append(HealthFinding(
+                "pool-lock-stale", lock,
+                f"{age_ms // 1000} s old, over syncTimeoutMs = {self._timeout_ms} ms"
+                + (f"; held open by pid {', '.join(map(str, holders))}" if holders else
+                   "; no process holds it"),
+                "" if holders else "remove the lock file"))
+        return found
+
+    def _mirror_store_or_none(self) -> Mirror | None:
+        if not os.path.isdir(os.path.join(self.mirror_root, ".git")):
+            return None
+        return Mirror(self.mirror_root)
+
+    def _object_dirs(self) -> list[tuple[str, str]]:
+        """(label, objects directory) of the mirror and, for a local path, the pool."""
+        dirs = [("mirror", os.path.join(self.mirror_root, ".git", "objects"))]
+        if isinstance(self._upstream, LocalPool):
+            dirs.append(("pool", os.path.join(self._upstream.path, "objects")))
+        return [(label, d) for label, d in dirs if os.path.isdir(d)]
+
+    def _temp_findings(self) -> list[HealthFinding]:
+        found: list[HealthFinding] = []
+        for label, objects in self._object_dirs():
+            temps = stale_temp_files(objects, self._timeout_ms / 1000)
+            if temps:
+                size = sum(t.size for t in temps)
+                found.append(HealthFinding(
+                    f"{label}-temp-files", objects,
+                    f"{len(temps)} temp file(s) of killed transfers, {size} bytes "
+                    f"(first: {os.path.basename(temps[0].path)})",
+                    "remove them (no live process writes them)"))
+        leftovers = [p for p in glob.glob(glob.escape(self.mirror_root) + ".tmp-*")
+                     if not _pid_alive(_tmp_pid(p))]
+        if leftovers:
+            found.append(HealthFinding(
+                "mirror-temp-clone", leftovers[0],
+                f"{len(leftovers)} half-made mirror clone(s) of a killed sync",
+                "remove them (no live process writes them)"))
+        return found
 
     def repair(self, finding: HealthFinding) -> str:
         if finding.code in ("mirror-corrupt", "mirror-unusable"):
@@ -267,6 +360,25 @@ class GitProvider:
                 return "left alone: a writer holds it, or it is no longer stale"
             os.unlink(lock)
             return f"removed {lock}"
+        if finding.code == "pool-damaged" and isinstance(self._upstream, LocalPool):
+            mirror = self._mirror_store_or_none()
+            try:
+                written = self._upstream.restore_from(mirror)
+            finally:
+                if mirror is not None:
+                    mirror.close()
+            return (f"wrote {written} missing object(s) back into the pool from this mirror"
+                    if written else "")
+        if finding.code.endswith("-temp-files"):
+            removed = sweep_temp_files(finding.path, self._timeout_ms / 1000)
+            return f"removed {len(removed)} temp file(s), {sum(t.size for t in removed)} bytes"
+        if finding.code == "mirror-temp-clone":
+            gone = 0
+            for path in glob.glob(glob.escape(self.mirror_root) + ".tmp-*"):
+                if not _pid_alive(_tmp_pid(path)):
+                    remove_tree(path)
+                    gone += 1
+            return f"removed {gone} half-made clone(s)"
         return ""
 
     # ---- chapters scan (ports.transport.PoolHistory) -----------------------------------
@@ -316,7 +428,7 @@ class GitProviderFactory:
             raise TransportError(
                 FailureCode.REFUSED,
                 "open: refused (the git provider takes a local path or an https URL)",
-                hint="run `chapters link <path>` or `chapters link <https-url> <token>`",
+                hint="run `chapters link <path>` or `chapters link <https-url> < token-file`",
             )
         upstream: Upstream
         if parse_remote(remote).url:

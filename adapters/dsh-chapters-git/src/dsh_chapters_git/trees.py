@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from dsh_chapters_core.pool_layout import name_problem
 from dulwich.errors import ObjectMissing
 from dulwich.objects import ObjectID, ShaFile, Tree
 
@@ -67,26 +68,20 @@ class UnsafePathError(ValueError):
     """A tree entry or staged path that could escape the mirror (`..`, `.git`, `/`)."""
 
 
-# The longest file name Linux filesystems take (NAME_MAX): a longer pool entry can never be
-# checked out, so it is unsafe like `..` (skipped and quarantined, never ENAMETOOLONG).
-_NAME_MAX = 255
-
-
 def safe_name(name: bytes) -> bool:
-    """A single path element that is safe to create under the mirror."""
-    return (
-        name not in _FORBIDDEN_NAMES
-        and b"/" not in name
-        and b"\\" not in name
-        and b"\0" not in name
-        and name.lower() != b".git"
-        and len(name) <= _NAME_MAX
-    )
+    """A single path element that is safe to create under the mirror: the pool's one rule for
+    names (`pool_layout.name_problem`: UTF-8, at most 200 bytes so every writer's temp suffix
+    fits NAME_MAX, no control character, not reserved). Anything else is never checked out;
+    the entry is recorded and quarantined."""
+    return name not in _FORBIDDEN_NAMES and not name_problem(name)
 
 
 def check_path(path: str) -> bytes:
     """A pool-relative, forward-slash path as bytes; UnsafePathError if it could escape."""
-    raw = path.encode("utf-8")
+    try:
+        raw = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsafePathError(f"not a UTF-8 pool path: {path!r}") from None
     if raw.startswith(b"/") or not all(safe_name(part) for part in raw.split(b"/")):
         raise UnsafePathError(f"not a pool-relative path: {path!r}")
     return raw

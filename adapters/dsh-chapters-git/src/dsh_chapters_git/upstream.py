@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import time
@@ -26,13 +27,28 @@ from dulwich.pack import UnpackedObject, full_unpacked_object
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from dsh_chapters_git.failures import RELINK_HINT, AnswerCutShort, Deadline, failure
-from dsh_chapters_git.history import closure, is_ancestor, known_in
-from dsh_chapters_git.mirror import HEAD, MAIN, Mirror
+from dsh_chapters_git.failures import (
+    BAD_GIT_DATA,
+    RELINK_HINT,
+    AnswerCutShort,
+    Deadline,
+    PoolDamaged,
+    failure,
+)
+from dsh_chapters_git.history import Missing, closure, is_ancestor, known_heads, missing_in
+from dsh_chapters_git.mirror import (
+    HEAD,
+    MAIN,
+    Mirror,
+    closure_problem,
+    irregular_git_file,
+    irregular_object_file,
+)
 from dsh_chapters_git.packs import copy_object_files, copy_pack, write_objects
 from dsh_chapters_git.smart_http import BudgetedPool, open_client
 
 _LOCK_RETRY_S = 0.01  # a ref lock is held for microseconds; poll until the deadline
+_COMMIT_ID = re.compile(rb"[0-9a-f]{40}")
 
 
 class Upstream(Protocol):
@@ -140,16 +156,86 @@ class LocalPool:
             )
 
     def _open(self) -> Repo:
+        odd = irregular_git_file(self.path, ("config", "HEAD", "packed-refs", "refs/heads/main"))
+        if odd:  # dulwich would wait forever on a FIFO there
+            raise failure("open", FailureCode.REFUSED, f"the pool's {odd}",
+                          hint=f"repair or restore the pool at {self.path}")
         try:
             return Repo(self.path, bare=True)
         except NotGitRepository:
             raise failure("open", FailureCode.NOT_FOUND, "no git pool at the linked path") from None
+        except (ValueError, KeyError, UnicodeDecodeError, RecursionError, PermissionError) as exc:
+            # dulwich parses the pool's `config` as it opens it: garbage there is the pool's
+            # damage, named, never a traceback (and never the archive's failure, §5.3)
+            raise failure(
+                "open", FailureCode.REFUSED,
+                f"the pool's git config does not read ({type(exc).__name__})",
+                hint=f"repair or restore {os.path.join(self.path, 'config')} (a bare "
+                     "repository's config: `[core] bare = true`)") from None
+
+    # ---- doctor --------------------------------------------------------------------------
+    def closure_problem(self) -> str:
+        """What the pool's `main` names that the pool does not hold whole ("" when whole)."""
+        odd = irregular_object_file(os.path.join(self.path, "objects"))
+        if odd:
+            return odd
+        try:
+            repo = self._open()
+        except TransportError as exc:
+            return exc.message
+        try:
+            return closure_problem(repo.object_store, (self._head(repo),))
+        except PoolDamaged as exc:
+            return str(exc)
+        except Exception as exc:  # a pool that does not read is damage to report, not raise
+            return f"the pool does not read ({type(exc).__name__})"
+        finally:
+            repo.close()
+
+    def missing_objects(self, mirror: Mirror | None) -> Missing | None:
+        """The objects the pool's head names and lacks, children first, and whether `mirror`
+        holds every one of them (then `restore_from` can write them back)."""
+        if irregular_object_file(os.path.join(self.path, "objects")):
+            return None  # an object file that is not a file: a person looks at the pool
+        try:
+            repo = self._open()
+        except TransportError:
+            return None
+        try:
+            head = self._head(repo)
+            if head is None:
+                return Missing((), True)
+            helper = mirror.repo.object_store if mirror is not None else None
+            return missing_in(repo.object_store, helper, head)
+        except Exception:
+            return None
+        finally:
+            repo.close()
+
+    def restore_from(self, mirror: Mirror | None) -> int:
+        """Write back what the pool's head lacks, children first, from `mirror`; returns the
+        objects written (0 when the mirror does not hold them all: nothing is written)."""
+        missing = self.missing_objects(mirror)
+        if missing is None or not missing.restorable or not missing.objects:
+            return 0
+        repo = self._open()
+        try:
+            write_objects(repo.object_store, missing.objects, self._loose_limit, "push")
+        finally:
+            repo.close()
+        return len(missing.objects)
 
     def _head(self, repo: Repo) -> bytes | None:
         try:
-            return bytes(repo.refs[MAIN])
+            head = bytes(repo.refs[MAIN])
         except KeyError:
             return None
+        except (ValueError, OSError) as exc:
+            raise PoolDamaged(f"its refs/heads/main does not read ({type(exc).__name__})") \
+                from exc
+        if not _COMMIT_ID.fullmatch(head):
+            raise PoolDamaged("its refs/heads/main does not hold a commit id")
+        return head
 
     def clone_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
         """Copy the pool's object files as they are (git's local clone); returns the head."""
@@ -167,14 +253,24 @@ class LocalPool:
         return head
 
     def fetch_into(self, mirror: Mirror, deadline: Deadline) -> bytes | None:
+        """Bring the pool head's closure into the mirror, children first. Only the commits the
+        mirror's refs name are taken as whole: a commit object a killed pull left without its
+        tree is fetched again with everything under it, never trusted for being there."""
         repo = self._open()
         try:
             head = self._head(repo)
-            target = mirror.repo.object_store
-            if head is not None and ObjectID(head) not in target:
-                objects = closure(repo.object_store, head, known_in([target]))
+            trusted = (mirror.pool_head(), mirror.head())
+            if head is not None and head not in trusted:
+                odd = irregular_object_file(os.path.join(self.path, "objects"))
+                if odd:
+                    raise PoolDamaged(odd)
+                try:
+                    objects = closure(repo.object_store, head, known_heads(*trusted))
+                except BAD_GIT_DATA as exc:
+                    raise PoolDamaged(f"its head {head[:12].decode()} names an object it does "
+                                      f"not hold whole ({type(exc).__name__})") from exc
                 deadline.check()
-                write_objects(target, objects, self._loose_limit)
+                write_objects(mirror.repo.object_store, objects, self._loose_limit, "fetch")
             return head
         finally:
             repo.close()
@@ -190,14 +286,18 @@ class LocalPool:
                 return False
             if current != expected and (current is None or not is_ancestor(store, current, local)):
                 raise _diverged("push", "the pool moved since the last pull")
-            objects = closure(mirror.reader(), local, known_in([repo.object_store]))
+            # §3.2: the closure down to the pool's head (its ref vouches for its history), never
+            # "whatever objects the pool happens to hold": a commit a killed push left there
+            # without its tree is not whole, and the ref below must never name it so.
+            objects = closure(mirror.reader(), local, known_heads(current))
             deadline.check()
             fresh = mirror.fresh_pack
             ids = {bytes(o.id) for o in objects}
             if fresh is not None and len(objects) >= self._loose_limit and ids <= fresh.ids:
-                copy_pack(fresh, str(repo.object_store.pack_dir))  # same bytes, no re-encoding
+                # same bytes, no re-encoding; a pack lands whole (its index last)
+                copy_pack(fresh, str(repo.object_store.pack_dir), "push")
             else:
-                write_objects(repo.object_store, objects, self._loose_limit)
+                write_objects(repo.object_store, objects, self._loose_limit, "push")
             self._ensure_head_symref(repo)
             while True:
                 try:

@@ -31,7 +31,12 @@ def detect_harness(path: str, readers: Sequence[HarnessReader]) -> str:
             hint="point at a session file that has at least one complete line",
         )
     for reader in readers:
-        if reader.sniff(head):
+        try:
+            accepted = reader.sniff(head)
+        except (ValueError, RecursionError, UnicodeError):
+            # a head a reader's parser chokes on (100,000 nested `{`) is not its format
+            accepted = False
+        if accepted:
             return reader.name
     names = ", ".join(r.name for r in readers) or "none installed"
     lines = head.count(b"\n")

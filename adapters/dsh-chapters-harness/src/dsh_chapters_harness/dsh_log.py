@@ -18,9 +18,15 @@ from typing import BinaryIO
 
 import zstandard
 
+from dsh_chapters_harness import input_guard
+
 ZSTD_SUFFIX = ".zstd"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # every Zstandard frame opens with it (RFC 8878 §3.1.1)
-_INPUT_PIECE = 1 << 14  # compressed bytes fed to the decoder at a time (JSONL: ~10x that out)
+# Compressed bytes fed to the decoder at a time (JSONL: ~10x that out). Zstandard can expand
+# 4 bytes into a 128 KiB block, so a piece bounds what one call may hold in memory: 2 KiB in
+# is at most 64 MiB out, a bomb's worst, whatever the file (readerDecompressionMaxRatio and
+# readerDecompressedMaxBytes then stop the read).
+_INPUT_PIECE = 1 << 11
 
 
 class ZstdFrames(io.RawIOBase):
@@ -29,8 +35,11 @@ class ZstdFrames(io.RawIOBase):
     `torn_frame` is set at EOF when the last frame started but never ended (a live writer).
     """
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, path: str = "") -> None:
         self._raw = raw
+        self._path = path
+        self._out = 0  # decompressed bytes so far
+        self._in = 0  # compressed bytes so far
         self._decoder = zstandard.ZstdDecompressor().decompressobj()
         self._fed = False  # the current frame has consumed input
         self._pending = b""
@@ -56,6 +65,7 @@ class ZstdFrames(io.RawIOBase):
             self._eof = True
             self.torn_frame = self._fed
             return
+        self._in += len(chunk)
         out = []
         while chunk:
             try:
@@ -71,6 +81,8 @@ class ZstdFrames(io.RawIOBase):
             self._fed = False
         self._pending = b"".join(out)
         self._offset = 0
+        self._out += len(self._pending)
+        input_guard.decompression_check(self._path, self._out, self._in)
 
     def close(self) -> None:
         self._raw.close()
@@ -91,7 +103,7 @@ def open_log(path: str) -> BinaryIO:
         head = b""
     if not is_compressed(path, head):
         return raw
-    return io.BufferedReader(ZstdFrames(raw))
+    return io.BufferedReader(ZstdFrames(raw, path))
 
 
 def torn_frame(stream: BinaryIO) -> bool:

@@ -10,6 +10,12 @@ deeper down (§1 invariant 1: the archive path must not fall over on what a harn
   (`\\ud800`)
   replaced by U+FFFD (they cannot be written as UTF-8) and counted.
 - `check_session_id`: an id becomes a directory name, so it is a plain name of bounded length.
+- `read_side_file`: a side file (a tool output the harness moved next to its log) is read only
+  when it is a regular file inside the session folder, reached without a symlink, and within
+  `readerSideFileMaxBytes`; anything else (a FIFO, `/dev/zero`, a link to `/etc/passwd`) is
+  refused unread and counted in the report.
+- `decompressed_cap`: the most bytes a compressed log may decompress to
+  (`readerDecompressedMaxBytes`); `decompressed_too_big` is the error at the cap.
 """
 
 from __future__ import annotations
@@ -37,11 +43,15 @@ class GuardLimits:
     line_max_bytes: int = DEFAULTS.reader_line_max_bytes
     json_max_depth: int = DEFAULTS.reader_json_max_depth
     session_id_max_chars: int = DEFAULTS.session_id_max_chars
+    decompressed_max_bytes: int = DEFAULTS.reader_decompressed_max_bytes
+    side_file_max_bytes: int = DEFAULTS.reader_side_file_max_bytes
+    decompression_max_ratio: int = DEFAULTS.reader_decompression_max_ratio
 
     @classmethod
     def of(cls, config: Config) -> GuardLimits:
         return cls(config.reader_line_max_bytes, config.reader_json_max_depth,
-                   config.session_id_max_chars)
+                   config.session_id_max_chars, config.reader_decompressed_max_bytes,
+                   config.reader_side_file_max_bytes, config.reader_decompression_max_ratio)
 
 
 _DEFAULT_LIMITS = GuardLimits()
@@ -185,3 +195,73 @@ class LineTooLong(Exception):
     def __init__(self, line_number: int, size: int, cap: int) -> None:
         super().__init__(line_number, size, cap)
         self.line_number, self.size, self.cap = line_number, size, cap
+
+
+class SideFileRefused(Exception):
+    """A side file that is not a regular file inside its session folder, or too big."""
+
+
+# A side file lives at `<session folder>/<dir>/<name>` (Claude Code's `tool-results/`): the
+# two path elements below the session folder must be a real directory and a regular file.
+_SIDE_FILE_DEPTH = 2
+
+
+def read_side_file(path: str, limits: GuardLimits | None = None) -> bytes | None:
+    """The bytes of a side file; None when there is nothing there. SideFileRefused when it is
+    a FIFO, a device, a directory, a symlink (to `/etc/passwd`, to `/dev/zero`), reached
+    through a symlinked directory, or over `readerSideFileMaxBytes`: never opened for reading
+    a byte of it, never waited on."""
+    cap = (limits or current()).side_file_max_bytes
+    folder = os.path.dirname(os.path.dirname(path))
+    here = folder
+    for part in os.path.relpath(path, folder).split(os.sep)[:_SIDE_FILE_DEPTH - 1]:
+        here = os.path.join(here, part)
+        try:
+            mode = os.lstat(here).st_mode
+        except OSError:
+            return None
+        if not stat.S_ISDIR(mode):  # a symlinked directory leads out of the session folder
+            raise SideFileRefused(here)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:  # ELOOP: a symlink; EACCES and the rest: not ours to read
+        if os.path.lexists(path):
+            raise SideFileRefused(path) from None
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            raise SideFileRefused(path)
+        data = handle.read(cap + 1)
+    if len(data) > cap:  # grew while we read it
+        raise SideFileRefused(path)
+    return data
+
+
+# The ratio is judged only past this much output: a short log's header frame may expand more.
+RATIO_FLOOR_BYTES = 1024 * 1024
+
+
+def decompression_check(path: str, produced: int, consumed: int,
+                        limits: GuardLimits | None = None) -> None:
+    """InputError once a compressed log has decompressed past `readerDecompressedMaxBytes`,
+    or (past RATIO_FLOOR_BYTES) to more than `readerDecompressionMaxRatio` times what it read:
+    a bomb stops within a few MiB, before its lines cost anything."""
+    bound = limits or current()
+    if produced > bound.decompressed_max_bytes:
+        raise InputError(
+            f"{path}: decompresses past readerDecompressedMaxBytes = "
+            f"{bound.decompressed_max_bytes} bytes (from {consumed} compressed bytes read); "
+            "the read stopped there and nothing of it was archived",
+            hint="a log this large is not what DSH writes; if it is real, raise "
+                 "readerDecompressedMaxBytes in .dsh-chapters/config.toml")
+    ratio = bound.decompression_max_ratio
+    if produced > RATIO_FLOOR_BYTES and produced > consumed * ratio:
+        raise InputError(
+            f"{path}: {consumed} compressed bytes decompress to {produced} bytes, over "
+            f"readerDecompressionMaxRatio = {ratio} (a compression bomb); the read stopped "
+            "there and nothing of it was archived",
+            hint="if this is a real session log, raise readerDecompressionMaxRatio in "
+                 ".dsh-chapters/config.toml")

@@ -82,6 +82,7 @@ class LineLedger:
         self.split_recognized = 0  # records of split lines that are of the expected format
         self.truncated_tail = False
         self.replaced_bytes = 0
+        self.side_files_refused = 0
         self.lines = 0  # complete lines read
         self.bytes_read = 0  # including a truncated tail
 
@@ -140,6 +141,7 @@ class LineLedger:
             split=len(self.split_lines),
             split_lines=tuple(self.split_lines),
             split_records=self.split_records,
+            side_files_refused=self.side_files_refused,
         )
 
 
@@ -364,11 +366,14 @@ def read_records(
 
 
 def read_text_counting(path: str, ledger: LineLedger) -> str | None:
-    """A side file (an externalized tool output) as text, its bad bytes counted; None if absent."""
+    """A side file (an externalized tool output, `<session>/<dir>/<name>`) as text, its bad
+    bytes counted; None if absent, or refused and counted (input_guard.read_side_file)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError:
+        raw = input_guard.read_side_file(path)
+    except input_guard.SideFileRefused:
+        ledger.side_files_refused += 1
+        return None
+    if raw is None:
         return None
     text, replaced = decode_counting(raw)
     ledger.replaced_bytes += replaced

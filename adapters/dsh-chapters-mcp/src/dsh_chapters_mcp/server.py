@@ -51,15 +51,17 @@ SEARCH_DESCRIPTION = (
     "from every machine that shares the project, plus plans and rules. Deterministic scorer, no "
     "model. Answers lines `score | date | kind | title | path (topics: ...)`, best first, packed "
     "to maxTokens; when `total` is above `shown`, call again with a larger maxTokens. Open a hit "
-    "with chapters_read {path}, at the passage with offset anchor.line-1. `topic` lists one "
+    "with chapters_read {path, line: anchor.line}, at its passage. `topic` lists one "
     "whole topic shard. Only this project is "
     "searched unless crossProject is true. Search before redoing work someone already did."
 )
 READ_DESCRIPTION = (
-    "Read a chapter, rule or topic shard verbatim, by the path chapters_search returned. Only "
-    "files of the archive (.dsh-chapters/) and the pool mirror (.dsh-knowledge/) are read; "
-    "paths that leave them are refused. Pages are capped in lines; the answer gives totalLines "
-    "and nextOffset, so call again with offset=nextOffset for the rest."
+    "Read a chapter, rule or topic shard verbatim, by the path chapters_search returned; "
+    "`line` (a search anchor's line) starts the page at that passage. Only the documents of "
+    "the archive (.dsh-chapters/) and the pool mirror (.dsh-knowledge/) are read: their other "
+    "files, paths that leave them and pool files a sync quarantined are refused. Pages are "
+    "capped in lines; the answer gives totalLines and nextOffset, so call again with "
+    "offset=nextOffset for the rest."
 )
 ARTIFACT_DESCRIPTION = (
     "Read archived text by path or sha256: the large tool outputs a chapter moved to an "
@@ -201,8 +203,12 @@ def build_server(archive: AgentArchive, *, instructions: str = "") -> MCPServer:
         limit: Annotated[int | None, Field(
             ge=1, description="lines to return (default artifactReadDefaultLines, capped at "
                               "artifactReadMaxLines)")] = None,
+        line: Annotated[int | None, Field(
+            ge=1, description="start at this 1-based line: a chapters_search anchor's line "
+                              "as it is (takes the place of offset)")] = None,
     ) -> Annotated[CallToolResult, PageOutput]:
-        page = _call(lambda: archive.read(path, offset=offset, limit=limit))
+        page = _call(lambda: archive.read(path, offset=offset, limit=limit) if line is None
+                     else archive.read(path, offset=offset, limit=limit, line=line))
         return _answer(_page_text(page), _page_json(page, ArtifactAction.READ))
 
     @server.tool(name="chapters_artifact", title="Read an artifact",

@@ -14,12 +14,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from dsh_chapters_core.pool_layout import name_problem
+
 STATE_FILE = ".treedx-state.json"
 KEEP_FILE = ".treedxkeep"  # CONTRACT.md: a new repo's initial commit adds it; ignore it
 _TEMP_SUFFIX = ".tmp"
-# The longest file name Linux filesystems take (NAME_MAX): a longer pool entry can never be
-# materialized, so it is unsafe like `..` (reported, quarantined, never ENAMETOOLONG).
-_NAME_MAX = 255
 
 
 def git_blob_id(data: bytes) -> str:
@@ -33,22 +32,19 @@ def is_pool_path(path: str) -> bool:
     if not path or "\\" in path or "\0" in path:
         return False
     parts = path.split("/")  # plain string work: this runs for every file of every walk
-    # (a name over NAME_MAX bytes has over NAME_MAX / 4 characters: encode only those)
-    if any(part in ("", ".", "..") or (len(part) > _NAME_MAX // 4 and
-           len(part.encode("utf-8", "surrogatepass")) > _NAME_MAX) for part in parts):
+    if any(name_problem(part) for part in parts):
         return False
     name = parts[-1]
     return name not in (STATE_FILE, KEEP_FILE) and not _is_temp(name)
 
 
 def unsafe_element(path: str) -> str | None:
-    """The pool path up to its first unsafe element (`..`, `.git`, an empty or overlong name,
-    a backslash or NUL), as the git provider reports an unsafe tree entry; None when every
-    element is safe to create under the mirror."""
+    """The pool path up to its first element no machine can hold (`pool_layout.name_problem`:
+    `..`, `.git`, a reserved or control-character name, one over 200 bytes, not UTF-8), as the
+    git provider reports an unsafe tree entry; None when every element is safe to create."""
     parts = path.split("/")
     for i, part in enumerate(parts):
-        if (part in ("", ".", "..") or part.lower() == ".git" or "\\" in part or "\0" in part
-                or len(part.encode("utf-8", "surrogatepass")) > _NAME_MAX):
+        if name_problem(part):
             return "/".join(parts[: i + 1])
     return None
 

@@ -90,7 +90,7 @@ class ArchiveReport:
                 "malformedLines": list(a.malformed_lines), "truncatedTail": a.truncated_tail,
                 "replacedBytes": a.replaced_bytes,
                 "split": a.split, "splitLines": list(a.split_lines),
-                "splitRecords": a.split_records,
+                "splitRecords": a.split_records, "sideFilesRefused": a.side_files_refused,
             },
             "turns": {"complete": self.turns_complete, "archived": self.turns_archived,
                       "alreadyArchived": self.turns_already},

@@ -305,6 +305,28 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=10_000,
     ),
     _s(
+        "readerDecompressedMaxBytes",
+        8_589_934_592,
+        "most bytes a compressed session log may decompress to (a bomb stops here)",
+        minimum=1_048_576,
+        maximum=1_099_511_627_776,
+    ),
+    _s(
+        "readerDecompressionMaxRatio",
+        1000,
+        "most a compressed session log may expand, in decompressed bytes per compressed "
+        "byte, once past 1 MiB (JSONL expands about 10x; a bomb, thousands)",
+        minimum=10,
+        maximum=1_000_000,
+    ),
+    _s(
+        "readerSideFileMaxBytes",
+        268_435_456,
+        "largest side file (a tool output a harness moved out of its log) a reader takes in",
+        minimum=1024,
+        maximum=4_294_967_296,
+    ),
+    _s(
         "sessionIdMaxChars",
         200,
         "longest session id a reader or the pool may use (it names a directory)",
@@ -641,6 +663,9 @@ class Config:
     pool_file_max_bytes: int = 33_554_432
     reader_line_max_bytes: int = 268_435_456
     reader_json_max_depth: int = 200
+    reader_decompressed_max_bytes: int = 8_589_934_592
+    reader_decompression_max_ratio: int = 1000
+    reader_side_file_max_bytes: int = 268_435_456
     session_id_max_chars: int = 200
     search_default_max_tokens: int = 400
     rules_core_bonus: float = 0.15

@@ -156,6 +156,10 @@ class LineAccount:
     split: int = 0
     split_lines: tuple[int, ...] = ()  # 1-based line numbers
     split_records: int = 0  # records read from those lines
+    # Side files (a tool output the harness moved next to its log) refused unread: a FIFO, a
+    # device, a symlink, a file outside the session folder or over readerSideFileMaxBytes.
+    # The result keeps the stub the log holds.
+    side_files_refused: int = 0
 
     @property
     def total(self) -> int:

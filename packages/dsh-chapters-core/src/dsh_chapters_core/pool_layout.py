@@ -43,6 +43,27 @@ PROJECT_FILE = "project.yml"
 STORE_ARTIFACT_SUFFIX = ".txt"
 
 _CHAPTER_NAME = re.compile(r"^[0-9]{3,}-[^/]*\.md$")
+
+# §2.2: one element of a pool path, in bytes. NAME_MAX is 255 on every filesystem we write to,
+# and each writer adds a temp suffix to a name while it writes it (the store's
+# `.<name>.<pid>-<hex>.tmp`, the mirror's `.<name>.tmp-<pid>`: up to 31 bytes), so a name over
+# 224 bytes fails every write with ENAMETOOLONG; 200 leaves room for any suffix. A format
+# limit, not a tunable: every machine of a pool must judge a name alike.
+POOL_NAME_MAX_BYTES = 200
+# Names a filesystem or git treats as something else: `.git` (any case, and the 8.3 and
+# trailing-dot forms Windows and macOS fold onto it), and the DOS device names (`con`,
+# `nul.md`), which name no file on a Windows machine sharing the pool.
+_GIT_ALIASES = frozenset({".git", "git~1"})
+_DEVICE_NAMES = frozenset(
+    {"con", "prn", "aux", "nul", "conin$", "conout$"}
+    | {f"{d}{n}" for d in ("com", "lpt") for n in "123456789"}
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # ASCII: one byte a character
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./-]+")  # a path of such names: one C pass
+# A withheld-paths key (quarantine, read doors) that withholds a whole tree: the list of what
+# copy-in quarantined does not read, so no one can tell which pool files are safe to serve.
+WITHHOLD_ALL = "/"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -65,14 +86,68 @@ class PoolEntry:
     harness_id: str = ""  # rules and edits: the writer named by the path
 
 
+def name_problem(name: str | bytes) -> str:
+    """Why one path element cannot name a pool file on every machine ("" when it can): not
+    UTF-8, over POOL_NAME_MAX_BYTES, a control character, a slash or backslash, or a reserved
+    name. A pool is written by other machines: such a name is quarantined and named, never
+    checked out, listed, read or served (a name a filesystem gives back undecodable arrives
+    here with lone surrogates, and fails the same way)."""
+    if (isinstance(name, str) and len(name) <= POOL_NAME_MAX_BYTES and _PLAIN_NAME.fullmatch(name)
+            and name[-1] != "." and name.split(".", 1)[0].lower() not in _DEVICE_NAMES):
+        return ""  # the common case (a uuid, `001-slug.md`), decided without encoding
+    if isinstance(name, bytes):
+        raw = name
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"not UTF-8 (byte {exc.start} of {len(raw)})"
+    else:
+        try:
+            raw = name.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"not UTF-8 (character {exc.start})"
+    if name in ("", ".", ".."):
+        return "an empty, `.` or `..` element"
+    if len(raw) > POOL_NAME_MAX_BYTES:
+        return f"a name of {len(raw)} bytes, over {POOL_NAME_MAX_BYTES}"
+    if "/" in name or "\\" in name:
+        return "a slash or backslash inside a name"
+    if _CONTROL.search(name):
+        return "a control character in a name"
+    folded = name.lower().rstrip(". ")
+    if folded in _GIT_ALIASES:
+        return "a reserved name (git's own directory)"
+    if name != name.rstrip(". "):
+        return "a name ending in a dot or a space (a reserved form)"
+    if folded.split(".", 1)[0] in _DEVICE_NAMES:
+        return "a reserved name (a device name)"
+    return ""
+
+
+def path_problem(path: str | bytes) -> str:
+    """`name_problem` of the first element of a `/`-separated path that has one."""
+    if isinstance(path, str) and _PLAIN_PATH.fullmatch(path):
+        # The common case of every walk (`chapters/<uuid>/<uuid>/001-slug.md`): plain ASCII,
+        # so only the length, the dots and the device names are left to look at.
+        for part in path.split("/"):
+            if (not part or part[0] == "." or part[-1] == "." or len(part) > POOL_NAME_MAX_BYTES
+                    or part.split(".", 1)[0].lower() in _DEVICE_NAMES):
+                break
+        else:
+            return ""
+    elements: list[bytes] | list[str] = (
+        path.split(b"/") if isinstance(path, bytes) else path.split("/"))
+    for element in elements:
+        problem = name_problem(element)
+        if problem:
+            return problem
+    return ""
+
+
 def _safe(segment: str) -> bool:
-    # A pool is written by other machines: never let a path climb out of the store.
-    return (
-        bool(segment)
-        and segment not in (".", "..")
-        and "\\" not in segment
-        and "\x00" not in segment
-    )
+    # A pool is written by other machines: never let a path climb out of the store, and never
+    # take a name some machine cannot create (non-UTF-8, too long for a temp suffix, reserved).
+    return not name_problem(segment)
 
 
 def _all_safe(parts: Iterable[str]) -> bool:
@@ -91,6 +166,12 @@ def check_session_id(session_id: str, path: str, limit: int) -> None:
     if len(session_id) > limit:
         raise InputError(f"{path}: session id of {len(session_id)} characters, over "
                          f"sessionIdMaxChars = {limit}; nothing was archived",
+                         hint="this is not a session file a harness wrote; check the path")
+    size = len(session_id.encode("utf-8", "surrogatepass"))
+    if size + len(".jsonl") > POOL_NAME_MAX_BYTES:
+        # its pool twin `collections/<pk>/<sid>.jsonl` must be a name every machine can write
+        raise InputError(f"{path}: session id of {size} bytes; with `.jsonl` it is over the "
+                         f"{POOL_NAME_MAX_BYTES} bytes a pool name holds; nothing was archived",
                          hint="this is not a session file a harness wrote; check the path")
     if not is_session_id(session_id) or any(0xD800 <= ord(c) <= 0xDFFF for c in session_id):
         raise InputError(f"{path}: session id {session_id[:40]!r} cannot name a directory "

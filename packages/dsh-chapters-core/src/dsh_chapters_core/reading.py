@@ -1,17 +1,24 @@
 """Reading archived text back: artifacts and chapters, by path or bare sha (§8 "receipts").
 
-Shared by `chapters artifact` and the MCP server's `chapters_read` / `chapters_artifact`.
+The one read door of every caller: `chapters show` and `chapters artifact`, the viewer's
+`/chapter/…` and the MCP server's `chapters_read` / `chapters_artifact`.
 - Roots are searched in order (the store first, then the mirror); a miss names every root.
 - Containment: `..`, absolute paths and symlinks that leave a root are refused, never read.
+- Only documents are read: chapters, artifacts, rules and topic shards, in the root's layout
+  (§2.2 for the mirror). `config.toml`, `state/`, `logs/`, `cache/`, `session.json`, `.git/`
+  and anything else of either root is refused, and so is a pool file copy-in quarantined.
+- A line is what `\n` ends (a `\r` inside a line is text): search anchors count lines so,
+  and every page here does too (`split_lines`).
 - Line caps: `artifactReadDefaultLines` (200) by default, `artifactReadMaxLines` (400) at
   most, and the answer always reports the totals and where the next page starts.
 """
 
 from __future__ import annotations
 
+import enum
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_chapters_core.config import Config
@@ -24,10 +31,38 @@ from dsh_chapters_core.errors import (
     UsageError,
     plain_argument,
 )
+from dsh_chapters_core.pool_layout import (
+    LOCAL_STORE_DIRS,
+    SHARED_STORE_DIRS,
+    WITHHOLD_ALL,
+    path_problem,
+)
 from dsh_chapters_core.ports.search import ContainedTree
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+_NUMBERED_MD = re.compile(r"^[0-9]{3,}-[^/]*\.md$")
+_SHARD = re.compile(r"^index/[^/]+\.md$")
+# Store top-level names that are never a session (so never hold a chapter).
+_NOT_SESSIONS = frozenset((*SHARED_STORE_DIRS, *LOCAL_STORE_DIRS))
+
+
+class ReadableKind(enum.StrEnum):
+    """What a read door serves; nothing else of a root is ever read."""
+
+    CHAPTER = "chapter"
+    ARTIFACT = "artifact"
+    RULE = "rule"
+    SHARD = "topic shard"
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text` as search anchors count them: each ends at `\n` (a `\r` inside a
+    line is text, never a break); a final newline ends the last line, not a new empty one."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +75,52 @@ class ReadRoot:
     tree: ContainedTree
     project_key: str = ""
     mirror_layout: bool = False
+    # Pool paths copy-in quarantined (path -> reason): never served (a path ending in `/`
+    # withholds everything under it, as an unsafe directory entry does).
+    withheld: Mapping[str, str] = field(default_factory=dict)
+
+    def readable_kind(self, path: str) -> ReadableKind | None:
+        """The one containment check of every read door: which document `path` (relative to
+        this root) is, or None when it is none and must not be read."""
+        if path_problem(path):
+            return None
+        parts = path.split("/")
+        if _SHARD.match(path):
+            return ReadableKind.SHARD
+        if self.mirror_layout:  # §2.2: <kind>/<projectKey>/…
+            if len(parts) == 4 and parts[0] == "chapters" and _NUMBERED_MD.match(parts[3]):
+                return ReadableKind.CHAPTER
+            if len(parts) == 4 and parts[0] == "rules" and parts[3].endswith(".md"):
+                return ReadableKind.RULE
+            if (len(parts) == 4 and parts[0] == "artifacts" and _SHA.match(parts[3])
+                    and parts[2] == parts[3][:2]):
+                return ReadableKind.ARTIFACT
+            return None
+        if len(parts) == 3 and parts[1] == "chapters" and _NUMBERED_MD.match(parts[2]) \
+                and parts[0] not in _NOT_SESSIONS:
+            return ReadableKind.CHAPTER
+        if len(parts) == 3 and parts[0] == "rules" and parts[2].endswith(".md") \
+                and not parts[2].startswith("."):
+            return ReadableKind.RULE
+        if (len(parts) == 3 and parts[0] == "artifacts" and parts[2].endswith(".txt")
+                and _SHA.match(parts[2][:-4]) and parts[1] == parts[2][:2]):
+            return ReadableKind.ARTIFACT
+        return None
+
+    def withheld_reason(self, path: str) -> str:
+        """Why copy-in quarantined this path or a directory above it ("" when it did not);
+        a withheld `/` withholds the whole root."""
+        held = self.withheld
+        if not held:
+            return ""
+        if WITHHOLD_ALL in held:
+            return held[WITHHOLD_ALL] or "quarantined"
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            why = held.get("/".join(parts[:depth]))
+            if why is not None:
+                return why or "quarantined"
+        return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,16 +236,31 @@ def _candidates(ref: str, root: ReadRoot) -> list[str]:
     return [path]
 
 
-def resolve(ref: str, roots: Sequence[ReadRoot]) -> ResolvedFile:
-    """The first root holding `ref` (a path, workspace- or root-relative, or a bare sha)."""
+def resolve(ref: str, roots: Sequence[ReadRoot],
+            kinds: frozenset[ReadableKind] = frozenset(ReadableKind)) -> ResolvedFile:
+    """The first root holding `ref` (a path, workspace- or root-relative, or a bare sha) as a
+    document of one of `kinds`. Anything else is refused before it is looked for, so a read
+    door never says whether an internal file exists."""
     ref = ref.strip()
     if not ref:
         raise UsageError("no path or sha given", step=NextStep.NAME_FILE)
+    refused: list[str] = []
+    looked = False  # some root takes it for a document: a miss is then "not found"
     for root in roots:
         for path in _candidates(ref, root):
             if not path:
                 continue
-            # Containment first: a tree refuses to say a symlink exists, but one that leaves
+            kind = root.readable_kind(path)
+            if kind is None or kind not in kinds:
+                refused.append(f"{root.directory}/{path}")
+                continue
+            looked = True
+            why = root.withheld_reason(path)
+            if why:
+                # a pool file the last sync set aside is never served; the doctor names it
+                raise ChaptersError(f"refused: {root.directory}/{path} is quarantined ({why})",
+                                    step=NextStep.REPAIR_UNSAFE_FILE)
+            # Containment next: a tree refuses to say a symlink exists, but one that leaves
             # the root is named as what it is.
             if not root.tree.contains(path):
                 raise ChaptersError(
@@ -173,6 +269,12 @@ def resolve(ref: str, roots: Sequence[ReadRoot]) -> ResolvedFile:
             if not root.tree.exists(path):
                 continue
             return ResolvedFile(root, path)
+    if refused and not looked:
+        names = [str(k) for k in ReadableKind if k in kinds]
+        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise ChaptersError(
+            f"refused: {refused[0]} is not a {what} (a read door reads nothing else of the "
+            "archive)", step=NextStep.COPY_SEARCH_PATH)
     searched = ", ".join(f"{r.name} ({r.directory})" for r in roots) or "no roots"
     raise ChaptersError(f"not found: {ref!r}; searched {len(roots)} roots: {searched}",
                         step=NextStep.COPY_SEARCH_PATH)
@@ -197,7 +299,7 @@ def read_lines(text: str, *, path: str, config: Config, offset: int = 0,
         raise ArgumentError(Argument.OFFSET, f"must be 0 or more, got {offset}",
                             step=NextStep.READ_FROM_TOP)
     effective, capped = _limit(limit, config)
-    lines = text.splitlines()
+    lines = split_lines(text)
     if offset > len(lines):
         raise ArgumentError(Argument.OFFSET, f"is past the end: {path} has {len(lines)} lines",
                             value=offset, hint=f"use an offset below {len(lines)}")
@@ -207,7 +309,7 @@ def read_lines(text: str, *, path: str, config: Config, offset: int = 0,
 
 def table_of_contents(text: str, *, path: str, config: Config) -> Toc:
     """Markdown headings with line numbers; a file without any gets one entry per block."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     entries: list[TocEntry] = []
     fenced = False
     for n, line in enumerate(lines, start=1):
@@ -234,7 +336,7 @@ def search_lines(text: str, query: str, *, path: str, config: Config,
         raise UsageError("artifact search needs words",
                          step=NextStep.NAME_LINE_WORDS)
     effective, _ = _limit(limit, config)
-    lines = text.splitlines()
+    lines = split_lines(text)
     hits = [(n, line) for n, line in enumerate(lines, start=1)
             if all(w in line.casefold() for w in words)]
     return LineMatches(path=path, query=query, matches=tuple(hits[:effective]),

@@ -28,6 +28,7 @@ from dsh_chapters_fs.home import resolve_dsh_home, user_config_path
 from dsh_chapters_fs.lock import FileWriterLock, read_generation
 from dsh_chapters_fs.search_index import SqliteSearchIndex
 from dsh_chapters_fs.search_tree import FrontmatterReader, SearchTree
+from dsh_chapters_fs.served_tree import WITHHOLD_ALL, ServedTree
 from dsh_chapters_fs.store import STORE_DIRNAME, FsChapterStore
 from dsh_chapters_fs.storelog import StoreLog
 from dsh_chapters_fs.tree import DirectoryTree
@@ -157,22 +158,26 @@ def open_search(app: App, cached: bool = True) -> SearchService:
     """
     reader = FrontmatterReader(bodies=True)  # the body is scored and anchored (search.md)
     store_tree = SearchTree(app.store_root)
-    cache_dir = app.store_root / "cache"
+    cache_dir = usable_derived_dirs(app.store_root)
     lines = app.config.search_passage_lines  # long blocks are cut into passages this long
     segment = app.config.search_segment_bytes
     doors: list[SearchDoor] = []
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():
+        # Quarantine means never served: the mirror door never lists, tokens or reads a pool
+        # file copy-in set aside, a name no machine can hold, or a file over poolFileMaxBytes.
+        served = ServedTree(SearchTree(mirror_root), withheld_pool_paths(app),
+                            max_bytes=app.config.pool_file_max_bytes)
         doors.append(SearchDoor(
             name=DoorName.MIRROR, layout=DoorLayout.MIRROR,
-            tree=SplitTree(SearchTree(mirror_root), SearchTree(cache_dir / "mirror")),
+            tree=SplitTree(served, ServedTree(SearchTree(cache_dir / "mirror"))),
             reader=reader, prefix=f"{MIRROR_DIRNAME}/",
             cache=SqliteSearchIndex(cache_dir / "search-mirror.sqlite", passage_lines=lines,
                                     segment_bytes=segment) if cached else None,
             state=store_tree, state_path="cache/index-mirror.tokens.json",
             generation_path="cache/index-mirror.generation"))
     doors.append(SearchDoor(
-        name=DoorName.STORE, layout=DoorLayout.STORE, tree=store_tree, reader=reader,
+        name=DoorName.STORE, layout=DoorLayout.STORE, tree=ServedTree(store_tree), reader=reader,
         prefix=f"{STORE_DIRNAME}/",
         cache=SqliteSearchIndex(cache_dir / "search-store.sqlite", passage_lines=lines,
                                 segment_bytes=segment) if cached else None,
@@ -207,6 +212,61 @@ def open_search(app: App, cached: bool = True) -> SearchService:
                          published_as=published_as)
 
 
+DERIVED_DIRS = ("cache", "index", "topics")  # docs/store.md: derived, safe to delete
+
+
+def usable_derived_dirs(store_root: Path) -> Path:
+    """The store's derived directories as search can use them; returns `cache/`. Derived
+    (docs/store.md: safe to delete), so damage is cleared and rebuilt, never a failure: one
+    that is not a directory this user can read, write and enter is removed (the next search
+    builds it again), and a database that is not a regular file (sqlite would wait forever on
+    a FIFO) is removed."""
+    import stat  # shutil (and its bz2, lzma) only on the damage path: a search never pays it
+
+    for name in DERIVED_DIRS:
+        path = store_root / name
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError:
+            mode = 0
+        if stat.S_ISDIR(mode) and os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            continue
+        import shutil
+
+        try:
+            if stat.S_ISDIR(mode):
+                os.chmod(path, 0o700)  # ours: enough to list and remove what is under it
+                for below, dirs, _files in os.walk(path):
+                    for entry in dirs:
+                        os.chmod(os.path.join(below, entry), 0o700)
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError as exc:
+            from dsh_chapters_core.errors import ChaptersError
+
+            raise ChaptersError(f"{path} is damaged and cannot be cleared ({exc.strerror})",
+                                hint=f"remove {path}: it is derived, and the next search "
+                                     "builds it again") from None
+    cache_dir = store_root / "cache"
+    for name in ("search-store.sqlite", "search-mirror.sqlite"):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            db = cache_dir / (name + suffix)
+            try:
+                if not stat.S_ISREG(os.lstat(db).st_mode):
+                    if db.is_dir() and not db.is_symlink():
+                        import shutil
+
+                        shutil.rmtree(db)
+                    else:
+                        os.unlink(db)
+            except OSError:
+                continue
+    return cache_dir
+
+
 def read_roots(app: App) -> tuple[ReadRoot, ...]:
     """Where `chapters artifact` and the MCP readers look: the store first, then the mirror."""
     from dsh_chapters_core.reading import ReadRoot  # not on a search's path
@@ -215,8 +275,22 @@ def read_roots(app: App) -> tuple[ReadRoot, ...]:
     mirror_root = app.workspace / MIRROR_DIRNAME
     if mirror_root.is_dir():
         roots.append(ReadRoot("mirror", MIRROR_DIRNAME, SearchTree(mirror_root),
-                              project_key=app.identity.project_key, mirror_layout=True))
+                              project_key=app.identity.project_key, mirror_layout=True,
+                              withheld=withheld_pool_paths(app)))
     return tuple(roots)
+
+
+def withheld_pool_paths(app: App) -> dict[str, str]:
+    """Pool paths copy-in quarantined, with why: never served by a read door or search. A list
+    that does not read withholds the whole mirror until the next sync writes it again."""
+    from dsh_chapters_core.sync.state import QUARANTINE_PATH, quarantine_rows
+
+    rows = quarantine_rows(app.store_tree)
+    if rows is None:
+        return {WITHHOLD_ALL: f"{STORE_DIRNAME}/{QUARANTINE_PATH} does not read; the next "
+                              "`chapters sync` writes it again"}
+    return {r.get("path", ""): r.get("reason", "") or r.get("code", "") for r in rows
+            if r.get("path")}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -119,7 +119,7 @@ _STEPS: Mapping[NextStep, str] = {
     NextStep.PASS_QUERY_OR_TOPIC: "pass words to search for, or "
                                   f"{cli_argument(Argument.TOPIC)} <name>",
     NextStep.NAME_TWO_TOPICS: "chapters topic merge auth authentication",
-    NextStep.LINK_POOL: "run `chapters link <path>` or `chapters link <https-url> <token>`",
+    NextStep.LINK_POOL: "run `chapters link <path>` or `chapters link <https-url> < token-file`",
     NextStep.USE_PROVIDER_SCHEME: "use a local path, an https:// URL or treedx+<url>/<repo>",
 }
 
@@ -237,6 +237,9 @@ def report_lines(report: ArchiveReport, store_prefix: str = ".dsh-chapters", *,
                      f"read stopped after line {a.total}, the last complete one")
     if a.replaced_bytes:
         lines.append(f"             {a.replaced_bytes} non-UTF-8 byte(s) became U+FFFD")
+    if a.side_files_refused:
+        lines.append(f"             {a.side_files_refused} side file(s) refused unread (not a "
+                     "regular file in the session folder, or too big); the log's stub kept")
     lines.append(f"  turns      {report.turns_complete} complete · {report.turns_archived} "
                  f"archived now · {report.turns_already} archived before")
     lines.append(f"  chapters   {len(report.chapters)} written")

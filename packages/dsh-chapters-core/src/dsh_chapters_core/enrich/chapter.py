@@ -87,7 +87,7 @@ def _parse_line(line: str) -> tuple[str, Any] | None:
             if not sep or not key:
                 return None
         return key, json.loads(rest)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

@@ -65,8 +65,10 @@ class AgentArchive(Protocol):
         """The one scorer and packing of `chapters search` (§8.1)."""
         ...
 
-    def read(self, path: str, *, offset: int, limit: int | None) -> Page:
-        """A chapter, rule or index shard from the store or the mirror, contained and capped."""
+    def read(self, path: str, *, offset: int, limit: int | None,
+             line: int | None = None) -> Page:
+        """A chapter, rule or index shard from the store or the mirror, contained and capped;
+        with `line` (a search anchor's, 1-based, `\n`-counted), the page starts there."""
         ...
 
     def artifact(

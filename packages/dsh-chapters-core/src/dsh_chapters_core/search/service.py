@@ -772,6 +772,10 @@ class SearchService:
             return None
         if door.state is None or not door.notes_path or not door.state.exists(door.notes_path):
             return None
+        if int(generation) - int(indexed) > NOTES_MAX_BYTES:
+            # More numbers than the notes could hold lines (a damaged log restarts them from
+            # the clock): never all noted, and never a set that size in memory.
+            return None
         wanted = set(range(int(indexed) + 1, int(generation) + 1))
         paths: set[str] = set()
         seen: set[int] = set()
@@ -783,7 +787,7 @@ class SearchService:
             try:
                 note = json.loads(line)
                 number, noted = int(note["generation"]), note["paths"]
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue  # a line cut short by a crash: its section is then not covered
             if number in wanted and isinstance(noted, list):
                 seen.add(number)
@@ -830,7 +834,7 @@ class SearchService:
             return {}
         try:
             data = json.loads(door.state.read(door.state_path))
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
         if not isinstance(data, dict):
             return {}
@@ -841,7 +845,7 @@ class SearchService:
             for line in door.state.read(journal).splitlines():
                 try:
                     changed = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue  # cut short by a crash: the tokens it held are only hints
                 for path, token in changed.items() if isinstance(changed, dict) else ():
                     if token is None:
@@ -929,7 +933,7 @@ def read_search_status(tree: FileTree) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(tree.read(STATUS_PATH))
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

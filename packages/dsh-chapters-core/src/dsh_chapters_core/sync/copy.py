@@ -91,7 +91,7 @@ def store_ownership(store_tree: FileTree, harness_id: str) -> Ownership:
             try:
                 meta = json.loads(store_tree.read(path).decode("utf-8"))
                 owner = str(meta.get("harnessId", "")) if isinstance(meta, dict) else ""
-            except ValueError:
+            except (ValueError, RecursionError, OSError, ChaptersError):
                 continue  # unreadable: treat as written here, like a session without one
             owners.append((parts[0], owner))
     return Ownership(harness_id=harness_id, session_owners=tuple(sorted(owners)))
@@ -106,32 +106,66 @@ class Outgoing:
     new: int
     changed: int
     unchanged: int
+    # Pool paths of our chapters cut short on disk (their bytes a strict beginning of the copy
+    # already published, their body no longer what their sha256 records): damage, never
+    # published as "changed" (`chapters doctor` restores them).
+    held_back: tuple[str, ...] = ()
+
+
+def body_changed(data: bytes) -> bool:
+    """True when a chapter's body does not hash to the sha256 its frontmatter records (a
+    chapter without the key is not judged: the archive always writes it)."""
+    recorded = frontmatter_value(data, "sha256")
+    if not recorded:
+        return False
+    _, body = split_frontmatter(data.decode("utf-8", "surrogateescape"))
+    return hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest() != recorded
+
+
+def cut_short(data: bytes, published: bytes) -> bool:
+    """A chapter truncated on disk: its bytes begin the published copy and stop short of it,
+    and its body fails its sha256. A chapter changed on purpose (a credential redacted where
+    it stands, docs/redaction.md) is not a beginning of the old copy, so it still travels."""
+    return len(data) < len(published) and published.startswith(data) and body_changed(data)
 
 
 def outgoing(
     store_tree: FileTree, mirror_tree: FileTree, project_key: str, ownership: Ownership
 ) -> Outgoing:
     """Our store files that the mirror lacks or holds with other bytes (chapters are
-    append-only; the only changed chapter bytes are the enrichment frontmatter write)."""
+    append-only; the only changed chapter bytes are the enrichment frontmatter write). A
+    chapter cut short on disk is held back, and a file that does not read is left for the
+    doctor: neither stops the others."""
     files: list[str] = []
     pool_paths: list[str] = []
+    held: list[str] = []
     new = changed = unchanged = 0
     for store_path in sorted(store_tree.list()):
         entry = to_pool(store_path, project_key)
         if entry is None or not ownership.is_ours(entry):
             continue
-        if mirror_tree.exists(entry.pool_path):
-            if entry.kind is PoolFileKind.ARTIFACT or (
-                mirror_tree.digest(entry.pool_path) == store_tree.digest(store_path)
-            ):
-                unchanged += 1
-                continue
-            changed += 1
-        else:
-            new += 1
+        try:
+            if mirror_tree.exists(entry.pool_path):
+                if entry.kind is PoolFileKind.ARTIFACT or (
+                    mirror_tree.digest(entry.pool_path) == store_tree.digest(store_path)
+                ):
+                    unchanged += 1
+                    continue
+                is_new = False
+                if entry.kind is PoolFileKind.CHAPTER and cut_short(
+                        store_tree.read(store_path), mirror_tree.read(entry.pool_path)):
+                    held.append(entry.pool_path)
+                    continue
+            else:
+                is_new = True
+        except (ChaptersError, OSError):
+            held.append(entry.pool_path)  # unreadable or not a file: `chapters doctor` names it
+            continue
+        new += is_new
+        changed += not is_new
         files.append(store_path)
         pool_paths.append(entry.pool_path)
-    return Outgoing(tuple(files), tuple(pool_paths), new, changed, unchanged)
+    return Outgoing(tuple(files), tuple(pool_paths), new, changed, unchanged, tuple(held))
 
 
 def pending_paths(
@@ -143,12 +177,21 @@ def pending_paths(
 ) -> tuple[str, ...]:
     """Pool paths of store files not yet in the pool: unmirrored, or mirrored but unpushed."""
     out = outgoing(store_tree, mirror_tree, project_key, store_ownership(store_tree, harness_id))
-    return tuple(sorted(set(out.pool_paths) | set(unpushed)))
+    return tuple(sorted(set(out.pool_paths) | set(out.held_back) | set(unpushed)))
 
 
-def _first_chapter(mirror_tree: FileTree, project_key: str, session_id: str) -> bytes | None:
+def _size(tree: FileTree, path: str) -> int:
+    """A file's size when the tree can tell it without reading (-1 when it cannot)."""
+    size = getattr(tree, "size", None)  # an optional capability of a tree (DirectoryTree's)
+    return int(size(path)) if callable(size) else -1
+
+
+def _first_chapter(mirror_tree: FileTree, project_key: str, session_id: str,
+                   max_bytes: int = DEFAULTS.pool_file_max_bytes) -> bytes | None:
     names = sorted(mirror_tree.list(f"chapters/{project_key}/{session_id}/"))
     for name in names:
+        if _size(mirror_tree, name) > max_bytes:
+            continue  # never read whole to learn who wrote the session
         try:
             return mirror_tree.read(name)
         except (ChaptersError, OSError):
@@ -210,7 +253,7 @@ class _CopyIn:
         if sid not in self.owners and any(True for _ in self.store.list(f"{sid}/")):
             return self.harness_id  # archived here before any session.json: ours
         if sid not in self._writers:
-            first = _first_chapter(self.mirror, self.key, sid)
+            first = _first_chapter(self.mirror, self.key, sid, self.limits.max_bytes)
             self._writers[sid] = frontmatter_value(first, "harnessId") if first else ""
         return self._writers[sid]
 
@@ -245,6 +288,11 @@ class _CopyIn:
 
     def judge(self, entry: PoolEntry) -> bytes | None:
         """The bytes to copy, or None after quarantining the file with its reason."""
+        size = _size(self.mirror, entry.pool_path)
+        if size > self.limits.max_bytes:  # refused by its size, never read into memory
+            self.refuse(entry.pool_path, QuarantineCode.SIZE,
+                        f"{size} bytes, over poolFileMaxBytes = {self.limits.max_bytes}")
+            return None
         try:
             data = self.mirror.read(entry.pool_path)
         except (ChaptersError, OSError) as exc:
@@ -280,7 +328,7 @@ class _CopyIn:
         sid = entry.session_id
         if not sid or self.owners.get(sid):
             return
-        first = _first_chapter(self.mirror, self.key, sid)
+        first = _first_chapter(self.mirror, self.key, sid, self.limits.max_bytes)
         harness = frontmatter_value(first, "harness") if first is not None else ""
         writer = self.session_owner(sid)
         self.store.write(f"{sid}/{SESSION_FILE}", session_record(
@@ -347,14 +395,22 @@ class PoolChapter:
     date: str
 
 
-def pool_chapters(mirror_tree: FileTree, project_key: str) -> tuple[PoolChapter, ...]:
-    """Every chapter of this project in the mirror, across machines, sorted by path."""
+def pool_chapters(mirror_tree: FileTree, project_key: str,
+                  served: Callable[[str], bool] | None = None) -> tuple[PoolChapter, ...]:
+    """Every chapter of this project in the mirror, across machines, sorted by path; with
+    `served`, only the paths it allows (quarantine means never served: a file copy-in set
+    aside is not listed, and its bytes are not read)."""
     out: list[PoolChapter] = []
     for path in sorted(mirror_tree.list(f"chapters/{project_key}/")):
         entry = to_store(path, project_key)
         if entry is None or entry.kind is not PoolFileKind.CHAPTER:
             continue
-        text = mirror_tree.read(path)
+        if served is not None and not served(path):
+            continue
+        try:
+            text = mirror_tree.read(path)
+        except (ChaptersError, OSError):
+            continue  # not a readable file (copy-in quarantines it on the next sync)
         out.append(
             PoolChapter(
                 path=path,

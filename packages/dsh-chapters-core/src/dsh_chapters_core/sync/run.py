@@ -21,7 +21,7 @@ from dsh_chapters_core.errors import (
     TransportError,
     UsageError,
 )
-from dsh_chapters_core.pool_layout import PROJECT_FILE, project_manifest
+from dsh_chapters_core.pool_layout import PROJECT_FILE, path_problem, project_manifest
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.store import FileTree, WriterLock
 from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderFactory
@@ -249,6 +249,8 @@ class _Run:
         if out.changed:
             text += f", {out.changed} changed"
         text += f", {out.unchanged} already mirrored"
+        if out.held_back:
+            text += f", {len(out.held_back)} damaged held back (see the doctor)"
         if refused:
             text += f", {len(refused)} refused by the transport"
         self.steps.append(text)
@@ -265,7 +267,7 @@ class _Run:
         files = {
             path: data
             for path, data in self.derive().items()
-            if path.startswith(DERIVED_POOL_PREFIXES) and ".." not in path.split("/")
+            if path.startswith(DERIVED_POOL_PREFIXES) and not path_problem(path)
         }
         if files:
             self.provider.stage(files)

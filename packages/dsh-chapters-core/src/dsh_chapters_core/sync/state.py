@@ -12,11 +12,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
-from dsh_chapters_core.errors import TransportError
+from dsh_chapters_core.errors import ChaptersError, TransportError
 from dsh_chapters_core.ports.store import FileTree
 
 STATE_PATH = "state/sync.json"  # relative to the store root; machine-local, never published
 QUARANTINE_PATH = "state/quarantine.json"  # the pool files the last copy-in refused, and why
+# A list of every pool file refused fits far below this; a bigger one is damage, not a list.
+QUARANTINE_MAX_BYTES = 64 * 1024 * 1024
 
 
 class SyncMode(enum.StrEnum):
@@ -136,9 +138,9 @@ class SyncState:
 
 def read_sync_state(store_tree: FileTree) -> SyncState:
     """The persisted state; an absent or unreadable file is a fresh state (it is derived)."""
-    if not store_tree.exists(STATE_PATH):
-        return SyncState()
     try:
+        if not store_tree.exists(STATE_PATH):
+            return SyncState()
         data = json.loads(store_tree.read(STATE_PATH).decode("utf-8"))
         raw = data.get("report")
         return SyncState(
@@ -147,8 +149,8 @@ def read_sync_state(store_tree: FileTree) -> SyncState:
             push_due_at=str(data.get("pushDueAt", "")),
             unpushed=tuple(str(p) for p in data.get("unpushed", ())),
         )
-    except (ValueError, TypeError, AttributeError):
-        return SyncState()
+    except (ValueError, TypeError, AttributeError, OSError, RecursionError, ChaptersError):
+        return SyncState()  # unreadable, not a file, garbage or too deep: derived, so fresh
 
 
 def write_sync_state(store_tree: FileTree, state: SyncState) -> None:
@@ -187,18 +189,35 @@ def write_quarantine(store_tree: FileTree, records: list[dict[str, str]]) -> Non
         return  # nothing was ever quarantined here: no file at all
     data = {"quarantined": sorted(records, key=lambda r: r.get("path", ""))}
     payload = (json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2) + "\n").encode()
-    if store_tree.exists(QUARANTINE_PATH) and store_tree.read(QUARANTINE_PATH) == payload:
-        return
+    try:
+        if store_tree.exists(QUARANTINE_PATH) and store_tree.read(QUARANTINE_PATH) == payload:
+            return
+    except (OSError, ChaptersError):
+        pass  # unreadable or not a file: replaced below (a rename replaces it whole)
     store_tree.write(QUARANTINE_PATH, payload)
 
 
 def read_quarantine(store_tree: FileTree) -> list[dict[str, str]]:
     """What `write_quarantine` recorded; an absent or unreadable file is an empty list."""
+    return quarantine_rows(store_tree) or []
+
+
+def quarantine_rows(store_tree: FileTree) -> list[dict[str, str]] | None:
+    """What `write_quarantine` recorded ([] when absent), or None when the list is there but
+    does not read (garbage, too deep, not a file): then no one can tell which pool files are
+    quarantined, and the read doors serve nothing of the mirror until a sync writes it again."""
     try:
         if not store_tree.exists(QUARANTINE_PATH):
+            if any(True for _ in store_tree.list(QUARANTINE_PATH)):
+                return None  # a directory where the list should be
             return []
-        data = json.loads(store_tree.read(QUARANTINE_PATH).decode("utf-8"))
-        rows = data.get("quarantined", []) if isinstance(data, dict) else []
+        raw = store_tree.read(QUARANTINE_PATH)
+        if len(raw) > QUARANTINE_MAX_BYTES:
+            return None
+        data = json.loads(raw.decode("utf-8"))
+        rows = data.get("quarantined") if isinstance(data, dict) else None
+        if not isinstance(rows, list):
+            return None
         return [{str(k): str(v) for k, v in r.items()} for r in rows if isinstance(r, dict)]
-    except (ValueError, TypeError, AttributeError, OSError):
-        return []
+    except (ValueError, TypeError, AttributeError, OSError, RecursionError, ChaptersError):
+        return None

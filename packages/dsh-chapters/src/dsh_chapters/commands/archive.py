@@ -25,7 +25,7 @@ from dsh_chapters.services.library import (
     chapter_ids,
     chapter_number,
     chapters,
-    resolve_chapter,
+    read_chapter,
     sessions_by_date,
 )
 
@@ -203,26 +203,28 @@ def run_list(args: argparse.Namespace, inv: Invocation) -> int:
 
 def run_show(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
-    relpath = resolve_chapter(app, args.id, inv.cwd)
-    text = app.store.read_text(relpath)
-    prefix = app.store_dir()
+    # A store path, a mirror path as search prints it, or a short id; read through the read
+    # doors' one containment check (never an internal or quarantined file).
+    path, text = read_chapter(app, args.id, inv.cwd)
     if args.line is not None:  # a search anchor's line: open the chapter there (search.md)
         text, first = _from_line(text, args.line, app.config.artifact_read_default_lines)
         if inv.json:
-            inv.emit({"path": f"{prefix}/{relpath}", "line": first, "text": text})
+            inv.emit({"path": path, "line": first, "text": text})
         else:
             inv.stdout.write(text)
         return 0
     if inv.json:
-        inv.emit({"path": f"{prefix}/{relpath}", "text": text})
+        inv.emit({"path": path, "text": text})
     else:
         inv.stdout.write(text)
     return 0
 
 
 def _from_line(text: str, line: int, count: int) -> tuple[str, int]:
-    """`count` lines of `text` from 1-based `line`."""
-    lines = text.splitlines(keepends=True)
+    """`count` lines of `text` from 1-based `line`, counted as search anchors count them: a
+    line is what `\n` ends (a `\r` inside one is text)."""
+    pieces = text.split("\n")
+    lines = [p + "\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
     if line < 1 or line > len(lines):
         raise UsageError(f"--line {line} is outside the chapter (lines 1..{len(lines)})",
                          hint="pass a line from a search anchor (`L<line>:`)")

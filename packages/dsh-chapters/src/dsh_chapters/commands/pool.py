@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.remote import is_loopback_host, parse_remote
 from dsh_chapters_core.sync import SyncMode, pool_chapters
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
@@ -22,16 +23,42 @@ from dsh_chapters.services import pool as knowledge_pool
 # chapters link
 
 
+TOKEN_ENV = "DSH_CHAPTERS_TOKEN"  # the token of `chapters link <url>` when none is given
+
+
 def _read_token(args: argparse.Namespace, inv: Invocation) -> str | None:
+    """The token for a network pool, kept out of the process arguments (where every process
+    of the machine can read it): from `DSH_CHAPTERS_TOKEN`, else one line of stdin when it is
+    piped, else a prompt that does not echo (a terminal, a network host). `-` still reads
+    stdin; a token given as an argument still works."""
     token: str | None = args.token
     if token == "-":
-        token = inv.stdin.readline().strip()
+        token = _stdin_line(inv)
         if not token:
             raise UsageError(
                 "`-` reads the token from stdin, but stdin was empty",
-                hint="pipe the token in: `chapters link <url> - < token-file`",
+                hint=f"pipe the token in: `chapters link <url> < token-file`, or set {TOKEN_ENV}",
             )
-    return token or None
+        return token
+    if token or not parse_remote(args.remote.strip()).url:
+        return token or None  # a local path takes no token (check_token_rules says so)
+    if inv.env.get(TOKEN_ENV):
+        return inv.env[TOKEN_ENV]
+    isatty = getattr(inv.stdin, "isatty", None)
+    if isatty is not None and isatty():
+        host = parse_remote(args.remote.strip()).host
+        if is_loopback_host(host):
+            return None  # a loopback pool needs none: never block on a prompt for it
+        import getpass  # only a terminal link asks
+
+        return getpass.getpass(f"token for {host} (not echoed): ", stream=inv.stderr) or None
+    return _stdin_line(inv) or None
+
+
+def _stdin_line(inv: Invocation) -> str:
+    """One line of stdin without its line ending (nothing else is stripped: a token with
+    spaces is refused, never trimmed into another token)."""
+    return inv.stdin.readline().removesuffix("\n").removesuffix("\r")
 
 
 def run_link(args: argparse.Namespace, inv: Invocation) -> int:
@@ -62,7 +89,7 @@ def _show_link(app: App, inv: Invocation) -> int:
     upstream = (
         f"{status.remote} ({status.provider or 'no provider'})"
         if status.remote
-        else "none (local-only); `chapters link <path>` or `chapters link <https-url> <token>`"
+        else "none (local-only); `chapters link <path>` or `chapters link <https-url> < token-file`"
     )
     mirror_state = "present" if status.mirror_present else "not yet cloned"
     if report and report.head:
@@ -111,7 +138,10 @@ def run_sync(args: argparse.Namespace, inv: Invocation) -> int:
 
 def run_list_pool(args: argparse.Namespace, inv: Invocation) -> int:
     app = inv.app
-    chapters = pool_chapters(app.mirror_tree, app.identity.project_key)
+    mirror = next((r for r in app.read_roots() if r.mirror_layout), None)
+    chapters = pool_chapters(
+        app.mirror_tree, app.identity.project_key,
+        served=None if mirror is None else lambda p: not mirror.withheld_reason(p))
     data = [
         {
             "path": f"{MIRROR_DIRNAME}/{c.path}",
@@ -151,13 +181,16 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="show or bind the project's knowledge pool",
         description="Without arguments: the upstream, projectKey, mirror, sync state, pending "
         "count and harness id. With a path: bind a local-path pool (a bare git "
-        "repository, created by the first sync). With an https URL and a token: "
-        "bind a network pool; the token goes to the credential store, 0600.",
+        "repository, created by the first sync). With an https URL: bind a network pool; its "
+        f"token comes from {TOKEN_ENV}, else from stdin (piped, or typed unechoed at a "
+        "prompt), and goes to the credential store, 0600.",
     )
     link.add_argument(
         "remote", nargs="?", help="a local path, an https:// URL or treedx+<url>/<repo>"
     )
-    link.add_argument("token", nargs="?", help="the pool's token (`-` reads it from stdin)")
+    link.add_argument("token", nargs="?",
+                      help=f"the pool's token; better left out (read from {TOKEN_ENV} or "
+                           "stdin), since an argument is visible to every process")
     link.set_defaults(run=run_link)
 
     sync = subparsers.add_parser(

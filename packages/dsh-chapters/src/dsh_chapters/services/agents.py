@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
@@ -24,14 +23,13 @@ from dsh_chapters_core.projectkey import project_slug
 from dsh_chapters_core.reading import (
     LineMatches,
     LineSlice,
-    ResolvedFile,
+    ReadableKind,
     Toc,
     read_lines,
     read_text,
     resolve,
 )
 from dsh_chapters_core.rules import ProposalResult, RuleAuthor, RuleStatus, category_slug
-from dsh_chapters_core.search.index import DoorLayout, is_document_path
 from dsh_chapters_core.search.packing import SearchAnswer
 from dsh_chapters_core.search.service import SearchRequest
 
@@ -43,9 +41,8 @@ from dsh_chapters.services.search import read_artifact, search_answer
 AGENT_SESSION_STATE = "state/agent-session.json"
 # Claude Code's own variable, when it hands one to the server (it does not always).
 CLAUDE_SESSION_ENV = "CLAUDE_CODE_SESSION_ID"
-# Topic shards: the store's `index/`, and the mirror door's derived copy under `cache/mirror/`.
-_STORE_SHARD = re.compile(r"^(?:cache/mirror/)?index/[^/]+\.md$")
-_MIRROR_SHARD = re.compile(r"^index/[^/]+\.md$")
+# What chapters_read opens: chapters, rules and topic shards (chapters_artifact reads artifacts).
+READ_KINDS = frozenset({ReadableKind.CHAPTER, ReadableKind.RULE, ReadableKind.SHARD})
 
 _Result = TypeVar("_Result", LineSlice, LineMatches)
 
@@ -71,14 +68,6 @@ def current_agent_session(app: App) -> str:
     except ValueError:
         return ""
     return str(data.get("sessionId", "")) if isinstance(data, dict) else ""
-
-
-def is_readable_document(found: ResolvedFile) -> bool:
-    """`chapters_read` opens chapters, rules and topic shards, nothing else of either root."""
-    path = found.path
-    if found.root.mirror_layout:
-        return is_document_path(DoorLayout.MIRROR, path) or bool(_MIRROR_SHARD.match(path))
-    return is_document_path(DoorLayout.STORE, path) or bool(_STORE_SHARD.match(path))
 
 
 def _line_tokens(config: Config, lines: Sequence[str]) -> list[int]:
@@ -149,14 +138,18 @@ class AppArchive:
             query=query, max_tokens=max_tokens, topic=topic, cross_project=cross_project,
             project_key=app.identity.project_key))
 
-    def read(self, path: str, *, offset: int, limit: int | None) -> Page:
+    def read(self, path: str, *, offset: int, limit: int | None,
+             line: int | None = None) -> Page:
         app = self._compose()
-        found = resolve(path, app.read_roots())  # containment: `..`, absolute, symlinks out
-        if not is_readable_document(found):
-            raise ChaptersError(
-                f"refused: {found.display} is not a chapter, rule or topic shard",
-                hint="chapters_read opens the paths chapters_search returns; "
-                     "chapters_artifact reads artifacts")
+        # The one containment check of every read door, narrowed to what chapters_read opens
+        # (artifacts are chapters_artifact's): `..`, absolute paths, symlinks out, internal
+        # files and quarantined pool files are refused.
+        found = resolve(path, app.read_roots(), kinds=READ_KINDS)
+        if line is not None:
+            if line < 1:
+                raise ChaptersError(f"line {line} is not a line number (lines count from 1)",
+                                    hint="pass the anchor's line as chapters_search printed it")
+            offset = line - 1  # an anchor's line, counted as search counts it (`\n` ends one)
         text = read_text(found)
         return Page(found.root.name, read_lines(text, path=found.display, config=app.config,
                                                 offset=offset, limit=limit))

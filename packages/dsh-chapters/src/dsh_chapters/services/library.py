@@ -5,6 +5,9 @@ A chapter's id is `<short-session>/<n>`: the first characters of its session's d
 or more where two sessions share them, as git shortens commit ids) and its number in that
 session. `chapters list` prints these ids, and `show`, `artifact` and the viewer accept them
 beside paths, so the README's `chapters show <id> --line L` works on a store of many sessions.
+
+Reading goes through the read doors' one containment check (`reading.resolve`): a path names a
+document of the store or of the pool mirror (what search prints), never another file of either.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import ChaptersError, UsageError
+from dsh_chapters_core.reading import read_text, resolve
 
 from dsh_chapters.app import App
 
@@ -139,3 +143,34 @@ def resolve_chapter(app: App, ident: str, cwd: Path) -> str:
     raise ChaptersError(f"no chapter {ident!r}: not an id (<session>/<n>) nor a chapter's path "
                         f"({len(paths)} chapter(s) in {app.store_root})",
                         hint="run `chapters list` and copy an id from its first column")
+
+
+def _as_read_path(app: App, ident: str, cwd: Path) -> str | None:
+    """`ident` as a workspace-relative path when it names a file by path (absolute, from the
+    current directory, or as search prints it: `.dsh-chapters/…`, `.dsh-knowledge/…`); None
+    for an id (`<short-session>/<n>`), which `resolve_chapter` reads."""
+    workspace = app.workspace.absolute()
+    candidate = (cwd / ident).absolute()
+    try:
+        is_file = candidate.is_file()
+    except OSError:  # a folder above it cannot be read: the read door names it
+        is_file = False
+    if candidate.is_relative_to(workspace) and (is_file or ident.endswith(".md")):
+        rel = candidate.relative_to(workspace).as_posix()
+        if rel.startswith((f"{app.store_dir()}/", ".dsh-knowledge/")):
+            return rel
+    if ident.startswith((f"{app.store_dir()}/", ".dsh-knowledge/")):
+        return ident
+    return None
+
+
+def read_chapter(app: App, ident: str, cwd: Path) -> tuple[str, str]:
+    """(the workspace-relative path, the text) of the chapter `ident` names: a store or mirror
+    path, as search printed it, or an id. Either way the read is the read doors' own: internal
+    files (`config.toml`, `state/`, `.git/`, ...) and quarantined pool files are refused, never
+    read."""
+    path = _as_read_path(app, ident, cwd)
+    if path is None:
+        path = f"{app.store_dir()}/{resolve_chapter(app, ident, cwd)}"
+    found = resolve(path, app.read_roots())
+    return found.display, read_text(found)

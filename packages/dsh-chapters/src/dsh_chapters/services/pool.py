@@ -42,7 +42,7 @@ GITIGNORE_STATE = "state/gitignore.json"  # records that the hint was written (s
 
 # What to do next, per failure code (§5.3; amendment 2026-09-21: auth surfaces a re-link).
 NEXT_STEP: dict[str, str] = {
-    FailureCode.AUTH: "the pool refused the token: run `chapters link <url> <new-token>`",
+    FailureCode.AUTH: "the pool refused the token: run `chapters link <url> < new-token-file`",
     FailureCode.NETWORK: "the archive is safe here; run `chapters sync` when the pool is reachable",
     FailureCode.TIMEOUT: "the archive is safe here; raise syncTimeoutMs or retry `chapters sync`",
     FailureCode.DIVERGED: "the pool kept moving; run `chapters sync` again",
@@ -71,6 +71,8 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
     """§2.1: a token is required for network hosts (loopback exempt, unless the provider says
     `token_always_required`), never for a local path, and never inside the URL (it would land in
     the config file and in error messages)."""
+    if token:
+        check_token_text(token)
     if always and not token:
         raise UsageError(
             f"a {remote.split('+', 1)[0]} pool always needs a token, on loopback too",
@@ -87,7 +89,8 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
     if parsed.has_credentials:
         raise UsageError(
             "the pool URL carries credentials; they would be stored in plain text",
-            hint="pass the URL without `user:token@` and the token as the second argument",
+            hint="pass the URL without `user:token@`, and the token on stdin or in "
+                 "DSH_CHAPTERS_TOKEN",
         )
     host = parsed.host
     if not host:
@@ -97,12 +100,25 @@ def check_token_rules(remote: str, token: str | None, *, always: bool = False) -
     if not token and not is_loopback_host(host):
         raise UsageError(
             f"{host} is a network host: a pool there needs a token",
-            hint="run `chapters link <https-url> <token>` (loopback hosts need none)",
+            hint="run `chapters link <https-url> < token-file` (loopback hosts need none)",
         )
     if parsed.url_scheme == "http" and not is_loopback_host(host):
         raise UsageError(
             f"http:// to {host} would send the token in clear text", hint="use an https:// URL"
         )
+
+
+def check_token_text(token: str) -> None:
+    """A token is one word of printable characters: whitespace or a control character means
+    a paste gone wrong (a newline, a second word) and would be sent as is to the pool. Refused
+    with its position and length, never its text (§2.1: a token is never echoed)."""
+    for at, ch in enumerate(token):
+        if ch.isspace() or ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0:
+            kind = "whitespace" if ch.isspace() else "a control character"
+            raise UsageError(
+                f"the token holds {kind} at character {at + 1} of {len(token)}; nothing was "
+                "linked", hint="pass the token alone, one line with no spaces (from "
+                "DSH_CHAPTERS_TOKEN or stdin: `chapters link <url> < token-file`)")
 
 
 # ---------------------------------------------------------------------------------------------

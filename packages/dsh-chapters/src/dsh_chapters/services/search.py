@@ -54,7 +54,7 @@ def core_rule_ids_at(app: App, generation: str,
         loaded = json.loads(tree.read(CORE_RULES_CACHE))
         if isinstance(loaded, dict) and loaded.get("harness") == app.harness_id:
             kept = loaded
-    except (OSError, ValueError, ChaptersError):
+    except (OSError, ValueError, RecursionError, ChaptersError):
         pass  # missing or damaged: derived, so resolved again below
     ids = _kept_ids(kept) if generation and kept.get("generation") == generation else None
     if ids is not None:

@@ -179,7 +179,7 @@ def flow_frontmatter(text: str) -> dict[str, Any] | None:
         key = match.group(1)
         try:
             fields[json.loads(key) if key.startswith('"') else key] = json.loads(match.group(2))
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return fields
 
@@ -409,9 +409,13 @@ class AppViewer:
         if not mirror.is_dir():
             return []
         rows = []
+        # Quarantine means never served: a pool file the last sync set aside is not listed.
+        held = next((r for r in app.read_roots() if r.mirror_layout), None)
         for path in sorted(app.mirror_tree.list(f"chapters/{app.identity.project_key}/")):
             entry = to_store(path, app.identity.project_key)
             if entry is None or entry.kind is not PoolFileKind.CHAPTER:
+                continue
+            if held is not None and held.withheld_reason(path):
                 continue
             if (entry.session_id, path.rsplit("/", 1)[-1]) in seen:
                 continue  # copied into the store already: listed once, from the store

@@ -359,7 +359,7 @@ def load_manifest(tree: FileTree, *, trusted: bool = False) -> IndexManifest | N
             documents=int(head_data["documents"]),
             key=key,
         )
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeError):
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeError, RecursionError):
         return None
 
 
