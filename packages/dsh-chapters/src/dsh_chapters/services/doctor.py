@@ -31,10 +31,10 @@ from typing import Any
 from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.errors import ChaptersError
 from dsh_chapters_core.pool_layout import frontmatter_value, to_pool
-from dsh_chapters_core.redact import MARKER_PATTERN
-from dsh_chapters_core.sync.copy import body_changed
 from dsh_chapters_core.ports.transport import HealthFinding, ProviderDoctor
+from dsh_chapters_core.redact import MARKER_PATTERN
 from dsh_chapters_core.search.index import MANIFEST_PATH
+from dsh_chapters_core.sync.copy import body_changed
 
 from dsh_chapters.app import App
 from dsh_chapters.services import drift
