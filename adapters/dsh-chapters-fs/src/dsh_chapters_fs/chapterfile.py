@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
-from dsh_chapters_core.frontmatter import split_frontmatter
+from dsh_chapters_core.frontmatter import load_core_frontmatter, split_frontmatter
 
 if TYPE_CHECKING:
     import yaml
@@ -214,6 +214,16 @@ def parse_document(
     """One store file as a Document. `relpath` is relative to `.dsh-chapters/`."""
     fm_text, body = split_frontmatter(text)
     digest = body_digest(body)
+    # Only within the bounds load_frontmatter enforces, so both paths refuse the same files.
+    bounded = (bool(fm_text) and len(fm_text.encode("utf-8", "surrogateescape")) <= max_bytes
+               and _flow_depth(fm_text, DEFAULTS.frontmatter_max_depth)
+               <= DEFAULTS.frontmatter_max_depth)
+    fast = load_core_frontmatter(fm_text) if bounded else None
+    try:
+        if fast is not None:
+            return document_from_fields(relpath, fast, body, digest)
+    except (ValueError, TypeError, RecursionError):
+        pass  # a shape the mapping cannot hold: the YAML path below names the problem
     try:
         data = load_frontmatter(fm_text, max_bytes) if fm_text else {}
         return document_from_fields(relpath, data if isinstance(data, dict) else {}, body, digest)

@@ -8,15 +8,13 @@ turns one file's bytes into a `Document` with the store's own semantics (`parse_
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
-from dsh_chapters_core.frontmatter import split_frontmatter
+from dsh_chapters_core.frontmatter import load_core_frontmatter, split_frontmatter
 
 from dsh_chapters_fs.atomic import TEMP_SUFFIX, is_temp_name, note_write
 from dsh_chapters_fs.chapterfile import (
@@ -112,23 +110,6 @@ class SearchTree(DirectoryTree):
         return target == root or root in target.parents
 
 
-def _json_lines(fm_text: str) -> dict[str, Any] | None:
-    """The mapping of core-written frontmatter (`key: <JSON>` a line), or None if any line is
-    something else (hand-edited YAML), in which case the YAML parser decides."""
-    data: dict[str, Any] = {}
-    for line in fm_text.splitlines():
-        key, sep, raw = line.partition(": ")
-        if not sep or not key or key[0] in " \t-#" or key[-1] in " \t":
-            return None
-        try:
-            if key.startswith('"'):
-                key = json.loads(key)
-            data[key] = json.loads(raw)
-        except (ValueError, RecursionError):
-            return None
-    return data
-
-
 class FrontmatterReader:
     """A DocumentReader with the store's semantics, and a fast path for the core's format.
 
@@ -145,7 +126,7 @@ class FrontmatterReader:
         text = data.decode("utf-8", errors="replace")
         fm_text, body = split_frontmatter(text)
         too_big = len(fm_text) > DEFAULTS.frontmatter_max_bytes
-        fields = _json_lines(fm_text) if fm_text and not too_big else None
+        fields = load_core_frontmatter(fm_text) if fm_text and not too_big else None
         if fields is None:
             doc = parse_document(path, text)  # quarantines what it cannot read
         else:

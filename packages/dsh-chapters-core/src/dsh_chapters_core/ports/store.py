@@ -99,6 +99,11 @@ class ChapterStore(Protocol):
 
     def documents(self) -> Iterator[Document]: ...
 
+    def chapter_paths(self) -> list[str]:
+        """Store-relative paths of every chapter, by session then number, none read: what a
+        typed id (`<short-session>/<n>`) needs, at the cost of listing folders."""
+        ...
+
     def document(self, path: str) -> Document:
         """One chapter or rule by store-relative path, without reading the others."""
         ...

@@ -172,6 +172,9 @@ class FakeChapterStore:
                 continue
             yield self.document(path)
 
+    def chapter_paths(self) -> list[str]:
+        return [p for p in sorted(self.files) if "/chapters/" in p and p.endswith(".md")]
+
     def session_chapters(self, root_session_id: str) -> Iterator[Document]:
         prefix = f"{root_session_id}/chapters/"
         for number in reversed(self.chapter_numbers(root_session_id)):

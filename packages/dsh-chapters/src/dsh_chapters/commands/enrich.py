@@ -27,7 +27,7 @@ from dsh_chapters.app import App
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.present import fold
 from dsh_chapters.services import enrich as enrichment
-from dsh_chapters.services.library import chapter_ids, chapters
+from dsh_chapters.services.library import chapter_ids
 
 CLEAR = "clear"
 
@@ -133,7 +133,7 @@ def run_report(args: argparse.Namespace, inv: Invocation) -> int:
             "lastRun": state.last_run.to_json() if state.last_run else None,
             **enrichment.queue_summary(app)}
     lines = []
-    ids = chapter_ids(chapters(app))
+    ids = chapter_ids(app)
     for row in rows:
         outcome = row.outcome
         why = f" ({outcome.reason}{': ' + outcome.detail if outcome.detail else ''})" \

@@ -88,9 +88,11 @@ def sessions_by_date(documents: Sequence[Document]) -> list[SessionChapters]:
     return sorted(sessions, key=lambda s: (not s.started, s.started, s.session))
 
 
-def chapter_ids(documents: Sequence[Document]) -> dict[str, str]:
-    """Each chapter's store path -> its typed id (`<short-session>/<n>`)."""
-    return {d.path: s.chapter_id(d) for s in sessions_by_date(documents) for d in s.chapters}
+def chapter_ids(app: App) -> Mapping[str, str]:
+    """Each chapter's store path -> its typed id (`<short-session>/<n>`), from the paths alone:
+    an archive prints ids after every turn, and parsing every chapter's frontmatter for them
+    took seconds in a store of a few thousand chapters."""
+    return _ids_of(app.store.chapter_paths())
 
 
 def expand_chapter_id(app: App, ident: str) -> str | None:
@@ -100,7 +102,7 @@ def expand_chapter_id(app: App, ident: str) -> str | None:
     session, _, number = ident.strip().rstrip("/").rpartition("/")
     if not number.isdigit() or "/" in session:
         return None
-    return _one_match(ident, session, int(number), [d.path for d in chapters(app)])
+    return _one_match(ident, session, int(number), app.store.chapter_paths())
 
 
 def _one_match(ident: str, session: str, number: int, paths: Sequence[str]) -> str:
@@ -133,7 +135,7 @@ def resolve_chapter(app: App, ident: str, cwd: Path) -> str:
     store_root = app.store_root.absolute()
     if candidate.is_file() and candidate.is_relative_to(store_root):
         return candidate.relative_to(store_root).as_posix()
-    paths = [d.path for d in chapters(app)]
+    paths = app.store.chapter_paths()
     stripped = ident.removeprefix(f"{app.store_root.name}/")
     if stripped in paths:
         return stripped
