@@ -12,14 +12,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import Document, DocumentKind
-from dsh_chapters_core.frontmatter import load_core_frontmatter, split_frontmatter
+from dsh_chapters_core.frontmatter import split_frontmatter
 
 from dsh_chapters_fs.atomic import TEMP_SUFFIX, is_temp_name, note_write
 from dsh_chapters_fs.chapterfile import (
-    body_digest,
-    document_from_fields,
     parse_document,
 )
 from dsh_chapters_fs.tree import _SKIPPED_DIRS as SKIPPED_DIRS
@@ -111,31 +108,19 @@ class SearchTree(DirectoryTree):
 
 
 class FrontmatterReader:
-    """A DocumentReader with the store's semantics, and a fast path for the core's format.
-
-    PyYAML reads a chapter's frontmatter in milliseconds; the core writes it as one JSON value
-    a line (`dump_frontmatter`), which `json` reads in microseconds with the same result (JSON
-    is the subset of YAML flow style that format keeps to). Anything else goes to the store's
-    own `parse_document` (yaml.safe_load), so a hand-edited file reads exactly as `show` does.
-    """
+    """A DocumentReader with the store's semantics: the store's own `parse_document` (json for
+    the core's format, PyYAML for anything else), so a file reads exactly as `show` reads it;
+    with `bodies`, the chapter's body and the line it starts on, which search needs."""
 
     def __init__(self, *, bodies: bool = False) -> None:
         self.bodies = bodies  # search reads chapter bodies; the store's own reads do not
 
     def parse(self, path: str, data: bytes) -> Document | None:
         text = data.decode("utf-8", errors="replace")
-        fm_text, body = split_frontmatter(text)
-        too_big = len(fm_text) > DEFAULTS.frontmatter_max_bytes
-        fields = load_core_frontmatter(fm_text) if fm_text and not too_big else None
-        if fields is None:
-            doc = parse_document(path, text)  # quarantines what it cannot read
-        else:
-            try:
-                doc = document_from_fields(path, fields, body, body_digest(body))
-            except (ValueError, TypeError, RecursionError):
-                doc = parse_document(path, text)
-        if doc is None or not self.bodies or doc.kind is DocumentKind.RULE:
+        doc = parse_document(path, text)  # quarantines what it cannot read
+        if not self.bodies or doc.kind is DocumentKind.RULE:
             return doc
         # Search reads a chapter's body too, and where it starts, for anchors (search.md).
+        body = split_frontmatter(text)[1]
         first_line = text.count("\n", 0, len(text) - len(body)) + 1
         return dataclasses.replace(doc, body=body, body_line=first_line)

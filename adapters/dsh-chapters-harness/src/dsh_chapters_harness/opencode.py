@@ -389,6 +389,27 @@ def _row_record(row_id: Any, data: Any, ledger: LineLedger) -> Any:
     return value
 
 
+def _account_message(state: _OpenCodeRead, ledger: LineLedger, number: int, info: Any,
+                     parts: list[Any]) -> int:
+    """One message record and its part records, read from the database or the JSON storage:
+    each is one accounted record after `number`; the last record's number is returned. An
+    unreadable message's parts are skipped with it, an unreadable part is malformed."""
+    number += 1
+    if not isinstance(info, dict):
+        ledger.record(number, MALFORMED)
+        for _ in parts:
+            number += 1
+            ledger.record(number, skipped("part-of-unreadable-message"))
+        return number
+    outcome, outcomes = state.message(info, [p for p in parts if p is not None])
+    ledger.record(number, outcome)
+    read = iter(outcomes)
+    for part in parts:
+        number += 1
+        ledger.record(number, next(read, IMPORTED) if part is not None else MALFORMED)
+    return number
+
+
 def _read_database(path: str, database: str, session_id: str) -> Transcript:
     """One session of the database: its row, then its messages (by creation time, as OpenCode
     lists them) each with its parts (by id); each row is one accounted record."""
@@ -413,19 +434,7 @@ def _read_database(path: str, database: str, session_id: str) -> Transcript:
     for (message_id, message_data), part_rows in messages:
         info = _row_record(message_id, message_data, ledger)
         parts = [_row_record(i, d, ledger) for i, d in part_rows]
-        number += 1
-        if not isinstance(info, dict):
-            ledger.record(number, MALFORMED)
-            for _ in parts:
-                number += 1
-                ledger.record(number, skipped("part-of-unreadable-message"))
-            continue
-        outcome, outcomes = state.message(info, [p for p in parts if p is not None])
-        ledger.record(number, outcome)
-        read = iter(outcomes)
-        for part in parts:
-            number += 1
-            ledger.record(number, next(read, IMPORTED) if part is not None else MALFORMED)
+        number = _account_message(state, ledger, number, info, parts)
     ledger.lines = number
     return state.transcript(path, ledger)
 
@@ -530,20 +539,7 @@ def _read_storage(path: str) -> Transcript:
             message_id = message.get("id") if isinstance(message, dict) else message_file.stem
             part_files = _json_files(root / "part" / str(message_id))
             parts = [_read_json_file(p, ledger) for p in part_files]
-            number += 1
-            if not isinstance(message, dict):
-                ledger.record(number, MALFORMED)
-                for _ in parts:
-                    number += 1
-                    ledger.record(number, skipped("part-of-unreadable-message"))
-                continue
-            outcome, outcomes = state.message(message, [p for p in parts if p is not None])
-            ledger.record(number, outcome)
-            read = iter(outcomes)
-            for part in parts:
-                number += 1
-                ledger.record(number, next(read, IMPORTED) if part is not None
-                              else MALFORMED)
+            number = _account_message(state, ledger, number, message, parts)
     ledger.lines = number
     return state.transcript(path, ledger)
 
