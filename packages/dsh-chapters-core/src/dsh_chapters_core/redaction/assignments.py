@@ -245,7 +245,10 @@ def identifier_like(value: str, name: str = "") -> bool:
     return _CAMEL.fullmatch(value) is not None
 
 
-_CAMEL = re.compile(r"(?:[A-Z]{2,}(?=[A-Z][a-z]{2}|\d|_|\Z)|[A-Z]?[a-z]+|\d{1,3}|_)+")
+# Each piece takes its whole run of lower case letters or digits (the look-aheads): a run
+# that could be cut into pieces in many ways made a failing match try every cut, twice as
+# long for each more letter (a 24-letter value took 2 s).
+_CAMEL = re.compile(r"(?:[A-Z]{2,}(?=[A-Z][a-z]{2}|\d|_|\Z)|[A-Z]?[a-z]+(?![a-z])|\d+(?!\d)|_)+")
 
 
 def _weak_value(value: str, *, hex_ok: bool = True) -> bool:

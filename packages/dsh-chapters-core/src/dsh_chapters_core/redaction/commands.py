@@ -77,7 +77,8 @@ _BARE_END = re.compile(r"[\s\"'`;|&()<>\\]")
 # Where a command line starts, looking back from a flag (a `"` only when it opens a JSON
 # string value: quotes inside a command line quote its arguments).
 _BREAKS = ("\n", "\\n", ";", "|", "&", "(", "`", '"')
-_CONTINUATION = re.compile(r"(?:\\+n?)+")
+# Backslashes, each run maybe followed by `n`; written so a run has one way to match.
+_CONTINUATION = re.compile(r"\\+(?:n\\+)*n?")
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
 
 

@@ -40,7 +40,8 @@ _PEM_OPEN_BODY = re.compile(
     rf"[A-Za-z0-9+/=]{{16,}}(?:[ \t]*{_BREAK}[ \t]*{_B64_LINE})*"
 )
 _MAX_KEY = 1 << 16
-_SPACE_OR_BREAK = re.compile(rf"(?:\s|{_BREAK})*")
+# `\s` holds the plain breaks; the escaped ones are spelled out, so a run has one way to match.
+_SPACE_OR_BREAK = re.compile(r"(?:\s|\\r\\n|\\n|\\\\r\\\\n|\\\\n)*")
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
