@@ -395,3 +395,28 @@ def test_another_passage_size_drops_the_file(tmp_path: Path) -> None:
         assert index.count() == len(entries)
     with SqliteSearchIndex(tmp_path / "c.sqlite", passage_lines=12) as index:
         assert index.count() == 0 and index.state() == {}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 9), st.integers(1, 400),
+                                   st.integers(0, 30)), min_size=1, max_size=6),
+                min_size=1, max_size=5),
+       st.sets(st.integers(0, 60), max_size=6))
+def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
+        parts: list[list[tuple[int, int, int, int]]], dead: set[int]) -> None:
+    """Adjacent segments hold ascending, distinct documents; a merge without dead holders joins
+    the blobs from their heads, one with them drops their rows: both as `_blob(_unpack())`."""
+    from array import array
+
+    from dsh_chapters_fs.search_index import _U32, _blob, _merged, _unpack
+
+    blobs, doc = [], 0
+    for rows in parts:
+        flat = array(_U32)
+        doc += 1  # a document is in one segment only
+        for k, (passage, tf, length, mention) in enumerate(rows):
+            doc += k > 0 and passage % 3 > 0  # now and then two passages of one document
+            flat.extend((doc, passage, tf, length, mention))
+        blobs.append(_blob(flat))
+    _, kept = _unpack(blobs, frozenset(dead))
+    assert _merged(blobs, frozenset(dead)) == (_blob(kept) if kept else b"")

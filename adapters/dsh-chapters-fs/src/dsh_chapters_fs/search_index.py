@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import sqlite3
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -151,6 +152,32 @@ def _unpack(blobs: Iterable[bytes],
         rows = kept
         holders = array(_U32, (d for d in holders if d not in dead))
     return holders, rows
+
+
+def _merged(blobs: Sequence[bytes], dead: AbstractSet[int]) -> bytes:
+    """A term's blobs of adjacent segments as one blob (empty when no row is left): what
+    `_blob(_unpack(blobs, dead))` gives. A merge without dead documents among the term's
+    holders (every merge an import makes) joins the parts as they are, from their heads, so
+    it never unpacks a row: most terms are rare, and this is most of a merge."""
+    if len(blobs) == 1 and not dead:
+        return blobs[0]
+    heads = []
+    for blob in blobs:
+        head = array(_U32)
+        head.frombytes(blob[:16])
+        heads.append(head)
+    if dead:
+        holders = array(_U32)
+        for blob, head in zip(blobs, heads, strict=True):
+            holders.frombytes(blob[16:16 + 4 * head[3]])
+        if not dead.isdisjoint(holders):
+            _, rows = _unpack(blobs, dead)
+            return _blob(rows) if rows else b""
+    head = array(_U32, (sum(h[0] for h in heads), max(h[1] for h in heads),
+                        min(h[2] for h in heads), sum(h[3] for h in heads)))
+    return b"".join([head.tobytes(), *(b[16:16 + 4 * h[3]] for b, h in zip(blobs, heads,
+                                                                           strict=True)),
+                     *(b[16 + 4 * h[3]:] for b, h in zip(blobs, heads, strict=True))])
 
 
 def _postings(holders: array[int], rows: array[int]) -> TermPostings:
@@ -460,10 +487,10 @@ class SqliteSearchIndex:
         rows = heapq.merge(*readers, key=lambda r: (r[0], r[1]))
         pending: list[tuple[str, bytes]] = []
         for term, group in itertools.groupby(rows, key=lambda r: r[0]):
-            _, flat = _unpack((bytes(r[2]) for r in group), dead)
-            if flat:
-                pending.append((term, _blob(flat)))
-                total_rows += len(flat) // _ROW
+            blob = _merged([bytes(r[2]) for r in group], dead)
+            if blob:
+                pending.append((term, blob))
+                total_rows += int.from_bytes(blob[:4], sys.byteorder)
             if len(pending) >= 4096:
                 db.executemany("INSERT INTO merged VALUES (?, ?)", pending)
                 pending = []
