@@ -189,6 +189,7 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
                       path.stat().st_size))
     wall = rss = 0.0
     transcript_bytes = 0
+    by_harness: dict[str, list[float]] = {}  # harness: [bytes, seconds] of its import
     for cmd, size in steps:
         seconds, peak, _, err, code = timed(cmd, ws, env)
         if code not in (0, 1):  # 1: some session unreadable (reported, the rest archived)
@@ -196,6 +197,8 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
         wall += seconds
         rss = max(rss, peak)
         transcript_bytes += size
+        if cmd[1] == "import":
+            by_harness[cmd[2]] = [size, seconds]
         print(f"  {' '.join(cmd[1:3])}: {size / 1e6:.0f} MB in {seconds:.1f} s, "
               f"{peak:.0f} MB RSS", flush=True)
     chapters = sorted((ws / ".dsh-chapters").glob("*/chapters/*.md"))
@@ -238,6 +241,10 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
         "import_s": round(wall, 1),
         "import_mb_per_s": round(transcript_bytes / 1e6 / wall, 2) if wall else 0.0,
         "import_rss_mb": round(rss, 1),
+        "import_by_harness": {kind: {"mb": round(size / 1e6, 1), "s": round(seconds, 1),
+                                     "mb_per_s": round(size / 1e6 / seconds, 2) if seconds
+                                     else 0.0}
+                              for kind, (size, seconds) in sorted(by_harness.items())},
         "first_search_s": round(first_s, 3),
         "first_search_said": first_err.strip(),
         "process_ms_p50": round(percentile(process, 0.5) * 1000, 1),

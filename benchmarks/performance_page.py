@@ -464,6 +464,13 @@ def haystack_section() -> list[str]:
         f"{r['chapter_kb']['p90']:.0f}, {r['chapter_kb']['max']:.0f})"), "")
     row("import", lambda r: f"{r['import_mb_per_s']:.1f} MB/s ({r['import_s']:.0f} s)",
         f"≥ {t['import_mb_per_s_min']:.0f} MB/s")
+    if all(sizes[n].get("import_by_harness") for n in names):
+        for kind in sorted({k for n in names for k in sizes[n]["import_by_harness"]}):
+            row(f"… of which `import {kind}`", lambda r, kind=kind: (
+                "–" if kind not in r["import_by_harness"] else
+                f"{r['import_by_harness'][kind]['mb_per_s']:.1f} MB/s "
+                f"({r['import_by_harness'][kind]['mb']:.0f} MB in "
+                f"{r['import_by_harness'][kind]['s']:.0f} s)"), "")
     row("import peak RSS", lambda r: _mb(r["import_rss_mb"]), f"≤ {t['build_rss_mb_max']:.0f} MB")
     row("first search after the import", lambda r: _s(r["first_search_s"]) + (
         " (built nothing)" if not r.get("first_search_said") else
