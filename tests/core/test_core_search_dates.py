@@ -8,9 +8,11 @@ from datetime import UTC, date, datetime
 import pytest
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
-from dsh_chapters_core.search.dates import TimeWindow, time_window
+from dsh_chapters_core.search.dates import TimeWindow, may_name_a_time, read_forms, time_window
 from dsh_chapters_core.search.entries import SearchEntry, make_entry
 from dsh_chapters_core.search.scorer import rank_entries
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 TODAY = date(2026, 12, 5)
 
@@ -88,3 +90,20 @@ def test_the_chapter_dated_then_ranks_first_and_the_date_alone_matches_nothing()
     # Without the window the newer one wins the tie (recency), as before.
     plain = rank_entries(entries, question, config=DEFAULTS)
     assert plain[0].entry.path == "s1/chapters/001-new.md" and plain[0].date_bonus == 0.0
+
+
+_WORDS = ["the", "deploy", "in", "of", "since", "before", "march", "Mar", "may", "Sept",
+          "3rd", "2023", "2023-10-03", "last", "past", "week", "weeks", "this", "month", "two",
+          "ago", "a", "yesterday", "Today", "fix", "during", "early", "Oct", "9", ",", "day"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), max_size=9), st.text(max_size=12))
+def test_a_question_without_a_cue_names_no_time(words: list[str], noise: str) -> None:
+    """The forms are compiled only for a question that may name a time; any other question
+    would have named none had they been read."""
+    for question in (" ".join(words), f"{' '.join(words)} {noise}", noise):
+        read = read_forms(question, TODAY)
+        if not may_name_a_time(question):
+            assert not read
+        assert time_window(question, TODAY) == read

@@ -8,6 +8,7 @@ A time is a set of day ranges; a month named without a year is that month of any
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -20,24 +21,34 @@ _MONTH = "(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _DAY = r"(?P<day>[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _UNIT = r"(?P<unit>day|week|month|year)s?"
-# Longest forms first: a full date is not also read as its month and its year.
-_FORMS = [
-    ("iso", re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>0[1-9]|1[0-2])-(?P<day>0[1-9]|"
-                       r"[12]\d|3[01])\b")),
-    ("day", re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE)),
-    ("day", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE)),
-    ("month", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE)),
-    ("ago", re.compile(rf"\b(?P<count>\d{{1,3}}|a|an|one|two|three|four|five|six)\s+{_UNIT}"
-                       r"\s+ago\b", re.IGNORECASE)),
-    ("last", re.compile(rf"\b(?:last|past|previous)\s+{_UNIT}\b", re.IGNORECASE)),
-    ("this", re.compile(rf"\bthis\s+{_UNIT}\b", re.IGNORECASE)),
-    ("yesterday", re.compile(r"\byesterday\b", re.IGNORECASE)),
-    ("today", re.compile(r"\btoday\b", re.IGNORECASE)),
-    ("monthonly", re.compile(rf"\b(?:in|during|of|since|by|before|after|early|late|mid)\s+"
-                             rf"{_MONTH}(?!\s*\d)\b", re.IGNORECASE)),
-    ("year", re.compile(rf"\b(?:in|during|of|since|by|before|after)\s+{_YEAR}\b",
-                        re.IGNORECASE)),
-]
+# Every form holds a digit, a month's name or one of these words. A question with none of
+# them names no time, so it never pays for compiling the forms (a search process asks
+# one question: the compiling was a few milliseconds of it).
+_CUES = ("ago", "last", "past", "previous", "this", "yesterday", "today", *_MONTHS)
+
+
+@functools.cache
+def _forms() -> list[tuple[str, re.Pattern[str]]]:
+    """The forms, longest first: a full date is not also read as its month and its year."""
+    return [
+        ("iso", re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>0[1-9]|1[0-2])-(?P<day>0[1-9]|"
+                           r"[12]\d|3[01])\b")),
+        ("day", re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE)),
+        ("day", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE)),
+        ("month", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE)),
+        ("ago", re.compile(rf"\b(?P<count>\d{{1,3}}|a|an|one|two|three|four|five|six)\s+{_UNIT}"
+                           r"\s+ago\b", re.IGNORECASE)),
+        ("last", re.compile(rf"\b(?:last|past|previous)\s+{_UNIT}\b", re.IGNORECASE)),
+        ("this", re.compile(rf"\bthis\s+{_UNIT}\b", re.IGNORECASE)),
+        ("yesterday", re.compile(r"\byesterday\b", re.IGNORECASE)),
+        ("today", re.compile(r"\btoday\b", re.IGNORECASE)),
+        ("monthonly", re.compile(rf"\b(?:in|during|of|since|by|before|after|early|late|mid)\s+"
+                                 rf"{_MONTH}(?!\s*\d)\b", re.IGNORECASE)),
+        ("year", re.compile(rf"\b(?:in|during|of|since|by|before|after)\s+{_YEAR}\b",
+                            re.IGNORECASE)),
+    ]
+
+
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 31, "year": 366}
 
@@ -75,10 +86,15 @@ def _month_end(year: int, month: int) -> date:
 
 def time_window(question: str, today: date | None) -> TimeWindow:
     """The times a question names. `today` reads the relative ones (none without it)."""
+    return read_forms(question, today) if may_name_a_time(question) else TimeWindow()
+
+
+def read_forms(question: str, today: date | None) -> TimeWindow:
+    """Every form read over the question (`time_window` without its cue check)."""
     ranges: list[tuple[date, date]] = []
     months: set[int] = set()
     taken: list[tuple[int, int]] = []  # spans already read by a longer form
-    for kind, pattern in _FORMS:
+    for kind, pattern in _forms():
         for found in pattern.finditer(question):
             if any(a < found.end() and found.start() < b for a, b in taken):
                 continue
@@ -104,6 +120,16 @@ def time_window(question: str, today: date | None) -> TimeWindow:
             except ValueError:
                 continue  # a date that does not exist (February 30) names no day
     return TimeWindow(tuple(sorted(set(ranges))), frozenset(months))
+
+
+def may_name_a_time(question: str) -> bool:
+    """False when no form can match: no digit, no month's name, none of the relative words.
+    A question that is not all ASCII is always read (a case-blind match knows letters that
+    lower-casing does not, `ſ` for `s`)."""
+    if not question.isascii() or any(c.isdigit() for c in question):
+        return True
+    lowered = question.lower()
+    return any(cue in lowered for cue in _CUES)
 
 
 def _relative(kind: str, got: dict[str, str | None], today: date) -> tuple[date, date]:
