@@ -11,8 +11,10 @@ from dsh_chapters_core.projectkey import (
     canonicalize_remote,
     derive_project_key,
     project_slug,
+    remote_namespace,
 )
-from hypothesis import given
+from dsh_chapters_core.remote import key_namespace
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # The key namespace the TreeDX provider declares (§2.3 as amended 2026-09-21); the app passes
@@ -150,3 +152,18 @@ def test_credentials_never_reach_the_canonical_form(token: str) -> None:
     canonical = canonicalize_remote(f"https://oauth2:{token}@gitlab.example/org/repo.git")
     assert canonical == "gitlab.example/org/repo"
     assert token.lower() not in canonical
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(["", " ", "\t"]),
+       st.sampled_from(["treedx+https", "git+ssh", "https", "TreeDX+HTTP", "x+y", "+a", "9+a",
+                        "tree dx+https", "treedx", "a.b-c+d"]),
+       st.sampled_from(["://", ":", ":/", "", "+://"]),
+       st.text(alphabet="treedx+gith:/.-@ 0A", max_size=12),
+       st.sampled_from([(), ("treedx",), ("treedx", "git"), ("x", "a.b-c")]))
+def test_a_plain_remote_names_no_namespace_without_the_remote_grammar(
+        pad: str, scheme: str, joint: str, rest: str, namespaces: tuple[str, ...]) -> None:
+    url = f"{pad}{scheme}{joint}{rest}"
+    assert remote_namespace(url, namespaces) == key_namespace(url, frozenset(namespaces))
+    lowered = url.lower()
+    assert remote_namespace(lowered, namespaces) == key_namespace(lowered, frozenset(namespaces))

@@ -40,6 +40,20 @@ def _strip_credentials(rest: str) -> str:
     return rest if at < 0 else rest[at + 1 :]
 
 
+def remote_namespace(url: str, namespaces: Collection[str]) -> str:
+    """The key namespace of a `<name>+<scheme>://` remote (remote.py's `key_namespace`).
+
+    Only a scheme that holds a `+` can name one, so a plain remote (`https://`, `git@host:`)
+    never loads the remote grammar: compiling its patterns cost every command's start, a
+    search's included, a few milliseconds."""
+    scheme, found, _ = url.strip().partition("://")
+    if not found or "+" not in scheme:
+        return ""
+    from dsh_chapters_core.remote import key_namespace
+
+    return key_namespace(url, frozenset(namespaces))
+
+
 def canonicalize_remote(url: str, *, namespaces: Collection[str] = ()) -> str:
     """§2.3 exactly: lowercase, strip the scheme, `git@host:org/repo` → `host/org/repo`,
     strip a trailing `/` and `.git`, keep the host (and port).
@@ -48,14 +62,12 @@ def canonicalize_remote(url: str, *, namespaces: Collection[str] = ()) -> str:
     namespaces the providers declare) becomes `<name>/host[:port]/repo` (amendment
     2026-09-21), so a TreeDX service at a git-colliding URL is never the same pool.
     """
-    from dsh_chapters_core.remote import key_namespace  # see derive_project_key
-
     text = url.strip()
     if not text:
         raise UsageError("the remote URL is empty",
                          hint="pass a remote such as github.com/org/repo")
     text = text.lower()
-    namespace = key_namespace(text, frozenset(namespaces))
+    namespace = remote_namespace(text, namespaces)
     if namespace:
         text = text[len(namespace) + 1 :]
     scheme = _SCHEME.match(text)
@@ -127,12 +139,8 @@ def derive_project_key(
             key = _key(chosen)
         return ProjectIdentity(project_key=key, canonical=chosen, derivation="override")
     if remote is not None and remote.strip():
-        # Imported on this branch only: a configured projectKey or a path-derived key parses no
-        # remote, and compiling the remote grammar's patterns costs every command's start.
-        from dsh_chapters_core.remote import key_namespace
-
         canonical = canonicalize_remote(remote, namespaces=namespaces)
-        derivation = key_namespace(remote.lower(), frozenset(namespaces)) or "remote"
+        derivation = remote_namespace(remote.lower(), namespaces) or "remote"
         return ProjectIdentity(project_key=_key(canonical), canonical=canonical,
                                derivation=derivation)
     if path is not None and path.strip():
