@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import sqlite3
-import sys
+import struct
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -122,14 +122,23 @@ class _Segment:
 _ROW = 5  # numbers per row: document, passage, frequency, passage words, first mention
 
 
+# A blob's head: its rows, the most any passage holds the term, the shortest passage that holds
+# it, and its holders; four unsigned 32-bit numbers in the machine's order, as array(_U32).
+_HEAD = struct.Struct("=4I")
+
+
 def _blob(rows: array[int]) -> bytes:
-    """A term's rows over a segment: a head of (rows, most, shortest, holders), the distinct
-    documents holding it (its document frequency, without a pass over the rows), then the
-    rows, flat."""
+    """A term's rows over a segment: a head (`_HEAD`), the distinct documents holding it (its
+    document frequency, without a pass over the rows), then the rows, flat."""
     docs = rows[0::_ROW]
     holders = array(_U32, dict.fromkeys(docs))  # in order: the rows are in document order
-    head = array(_U32, (len(docs), max(rows[2::_ROW]), min(rows[3::_ROW]), len(holders)))
-    return head.tobytes() + holders.tobytes() + rows.tobytes()
+    head = _HEAD.pack(len(docs), max(rows[2::_ROW]), min(rows[3::_ROW]), len(holders))
+    return head + holders.tobytes() + rows.tobytes()
+
+
+def _rows_at(blob: bytes) -> int:
+    """Where a blob's rows start: after its head and its holders."""
+    return _HEAD.size + 4 * int(_HEAD.unpack_from(blob)[3])
 
 
 def _unpack(blobs: Iterable[bytes],
@@ -139,10 +148,8 @@ def _unpack(blobs: Iterable[bytes],
     holders, rows = array(_U32), array(_U32)
     for blob in blobs:
         view = memoryview(blob)
-        head = array(_U32)
-        head.frombytes(view[:16])
-        end = 16 + 4 * head[3]
-        holders.frombytes(view[16:end])
+        end = _rows_at(blob)
+        holders.frombytes(view[_HEAD.size:end])
         rows.frombytes(view[end:])
     if dead and not dead.isdisjoint(holders):
         kept = array(_U32)
@@ -161,23 +168,19 @@ def _merged(blobs: Sequence[bytes], dead: AbstractSet[int]) -> bytes:
     it never unpacks a row: most terms are rare, and this is most of a merge."""
     if len(blobs) == 1 and not dead:
         return blobs[0]
-    heads = []
-    for blob in blobs:
-        head = array(_U32)
-        head.frombytes(blob[:16])
-        heads.append(head)
+    ends = [_rows_at(b) for b in blobs]
     if dead:
         holders = array(_U32)
-        for blob, head in zip(blobs, heads, strict=True):
-            holders.frombytes(blob[16:16 + 4 * head[3]])
+        for blob, end in zip(blobs, ends, strict=True):
+            holders.frombytes(blob[_HEAD.size:end])
         if not dead.isdisjoint(holders):
             _, rows = _unpack(blobs, dead)
             return _blob(rows) if rows else b""
-    head = array(_U32, (sum(h[0] for h in heads), max(h[1] for h in heads),
-                        min(h[2] for h in heads), sum(h[3] for h in heads)))
-    return b"".join([head.tobytes(), *(b[16:16 + 4 * h[3]] for b, h in zip(blobs, heads,
-                                                                           strict=True)),
-                     *(b[16 + 4 * h[3]:] for b, h in zip(blobs, heads, strict=True))])
+    heads = [_HEAD.unpack_from(b) for b in blobs]
+    head = _HEAD.pack(sum(h[0] for h in heads), max(h[1] for h in heads),
+                      min(h[2] for h in heads), sum(h[3] for h in heads))
+    return b"".join([head, *(b[_HEAD.size:e] for b, e in zip(blobs, ends, strict=True)),
+                     *(b[e:] for b, e in zip(blobs, ends, strict=True))])
 
 
 def _postings(holders: array[int], rows: array[int]) -> TermPostings:
@@ -490,7 +493,7 @@ class SqliteSearchIndex:
             blob = _merged([bytes(r[2]) for r in group], dead)
             if blob:
                 pending.append((term, blob))
-                total_rows += int.from_bytes(blob[:4], sys.byteorder)
+                total_rows += _HEAD.unpack_from(blob)[0]
             if len(pending) >= 4096:
                 db.executemany("INSERT INTO merged VALUES (?, ?)", pending)
                 pending = []
