@@ -28,7 +28,13 @@ from dsh_chapters_core.search.scorer import (
     frontmatter_score,
     passage_rules,
 )
-from dsh_chapters_core.search.topk import BodyQuery, matching, top_matches
+from dsh_chapters_core.search.topk import (
+    EAGER_ROWS,
+    LOOKUP_ROWS,
+    BodyQuery,
+    matching,
+    top_matches,
+)
 from dsh_chapters_core.testing.fakes_search import MemorySearchIndex
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -89,8 +95,8 @@ def indexed(entries: list[SearchEntry], config: Config) -> MemorySearchIndex:
 
 
 def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = "",
-        core: frozenset[str] = frozenset(),
-        window: TimeWindow | None = None) -> list[tuple[str, float, int]]:
+        core: frozenset[str] = frozenset(), window: TimeWindow | None = None,
+        costs: tuple[int, int] = (EAGER_ROWS, LOOKUP_ROWS)) -> list[tuple[str, float, int]]:
     words = body_terms(query, config)
     terms = tuple(dict.fromkeys(t for t in query.casefold().split() if t.isalnum()))
     from dsh_chapters_core.search.aliases import EMPTY_ALIASES
@@ -109,7 +115,7 @@ def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = ""
     dated = dict.fromkeys(index.dated(window), config.search_date_bonus) if window else {}
     found = [(h.facts.path, h.score, h.body.passage)
              for h in top_matches(body, front, excluded=excluded, facts=index.facts,
-                                  dated=dated)]
+                                  dated=dated, eager_rows=costs[0], lookup_rows=costs[1])]
     assert matching(body, front, excluded) == len(found)
     return found
 
@@ -118,11 +124,15 @@ def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = ""
 @given(st.integers(0, 2**32 - 1), st.integers(1, 40), QUERY, st.sampled_from([0.0, 1.0, 3.0]),
        st.sampled_from([2, 5, 48]), st.floats(0.0, 2.0), st.floats(0.0, 1.0),
        st.sampled_from(["", "pk1"]), st.booleans(), st.sampled_from([0.0, 0.5, 4.0]),
-       st.integers(1, 6), st.sampled_from([None, 1, 2, 3]), st.sampled_from([0.5, 2.0, 9.0]))
+       st.integers(1, 6), st.sampled_from([None, 1, 2, 3]), st.sampled_from([0.5, 2.0, 9.0]),
+       st.sampled_from([(EAGER_ROWS, LOOKUP_ROWS), (0, LOOKUP_ROWS), (0, 0), (6, 1_000)]))
 def test_pruned_top_matches_equal_scoring_every_document(
         seed: int, size: int, query: str, weight: float, lines: int, k1: float, b: float,
         scope: str, core: bool, phrase: float, near: int, day: int | None,
-        date_bonus: float) -> None:
+        date_bonus: float, costs: tuple[int, int]) -> None:
+    # `costs` (rows walked before scoring, what a lookup costs) change only how much is read:
+    # with no eager walk the bound does all the work, and lookups that cost nothing or a lot
+    # keep or give up tightening ceilings one document at a time.
     rnd = random.Random(seed)
     vocab = rnd.sample(VOCAB, rnd.randint(3, len(VOCAB)))
     entries = [entry(rnd, n, vocab) for n in range(size)]
@@ -133,7 +143,7 @@ def test_pruned_top_matches_equal_scoring_every_document(
     window = (TimeWindow(((date(2026, 9, day), date(2026, 9, day + 1)),)) if day else None)
     core_ids = frozenset(e.rule_id for e in entries if e.rule_id) if core else frozenset()
     found = top(indexed(entries, config), query, config, scope=scope, core=core_ids,
-                window=window)
+                window=window, costs=costs)
     reference = rank_entries(entries, query, config=config, core_rule_ids=core_ids,
                              window=window)
     if scope:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import overload
@@ -50,6 +50,10 @@ MAX_BATCH = 256
 # Rows of postings walked before any document is scored, cheapest terms first (see
 # `top_matches`): a cost knob of the search, never of its answer.
 EAGER_ROWS = 8_000
+# What one lookup of a document in a term's postings costs beyond its own rows (two binary
+# searches), counted in rows walked: when lookups have cost more than walking the next term's
+# rows, that term is walked instead. A cost knob, never of the answer.
+LOOKUP_ROWS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +194,16 @@ def top_matches(
     excluded: AbstractSet[int],
     facts: Callable[[Sequence[int]], Mapping[int, DocFacts]],
     dated: Mapping[int, float] | None = None,
+    eager_rows: int = EAGER_ROWS,
+    lookup_rows: int = LOOKUP_ROWS,
 ) -> Iterator[Hit]:
     """Every match in exact rank order (score, then newest, then path), each handed out as
     soon as it is certain (see the module). `front` holds the frontmatter score of every
     document whose frontmatter matched, core-rule bonus included; `excluded` are documents
     out of scope or gone; `facts` reads what scoring needs of a batch of documents; `dated`
-    adds a bonus to the documents dated when the question says (if they match)."""
+    adds a bonus to the documents dated when the question says (if they match). `eager_rows`
+    and `lookup_rows` are the cost knobs above: they change how much is read, never the
+    answer."""
     dated = dated or {}
     q = body.size if body.weight > 0 else 0
     w = body.weight
@@ -248,27 +256,33 @@ def top_matches(
 
     def rebuild() -> None:
         heap.clear()
-        for doc in (sums.keys() | front.keys() | dated.keys()) - done:
-            heap.append((-ceiling(doc), doc))
+        candidates = (sums.keys() | front.keys() | dated.keys()) - done
+        if bonus or tightened or not q:
+            heap.extend((-ceiling(doc), doc) for doc in candidates)
+        else:  # `ceiling` written out: this runs once per candidate after every walk
+            total, n, _ = rest_bound()
+            front_of, dated_of, sum_of, held_of = front.get, dated.get, sums.get, held.get
+            for doc in candidates:
+                h = held_of(doc, 0)
+                body_part = w * ((sum_of(doc, 0.0) + total) * (h + n) / q) if h or n else 0.0
+                heap.append((-(front_of(doc, 0.0) + dated_of(doc, 0.0) + body_part
+                               + CEILING_MARGIN), doc))
         heapq.heapify(heap)
 
-    def most_added(i: int, rows: Iterable[int]) -> float:
-        """The most term i adds to one of these rows' passages (exact per row)."""
-        p = body.postings[i]
-        assert p is not None
-        k1, b, f = rules.k1, rules.b, idf[i]
-        tf, length = p.tf, p.length
-        return max((term_ceiling(f, tf[r], length[r], k1, b, expected) for r in rows),
-                   default=0.0)
+    # Per term, `term_ceiling` as top·tf / (tf + base + slope·words): written out in the loops
+    # below, which run once per row they read.
+    k1, b = rules.k1, rules.b
+    slope = k1 * b / expected if expected else 0.0  # no passage at all: no row to read
+    shape = [(idf[i] * (k1 + 1.0), k1 * (1.0 - b), slope) for i in range(q)]
+
+    looked = 0  # rows read by lookups (and what their searches cost) since the last walk
 
     def walk(i: int) -> None:
         """Term i's holders become candidates, each with the most the term adds to one of its
         passages (exact per passage: its frequency and length are in the row)."""
         p = body.postings[i]
         assert p is not None
-        k1, b, f = rules.k1, rules.b, idf[i]
-        # `term_ceiling` written out: this loop runs once per row of the term.
-        top, base, slope = f * (k1 + 1.0), k1 * (1.0 - b), k1 * b / expected
+        top, base, slope = shape[i]
         adds: dict[int, float] = {}
         get = adds.get
         for doc, tf, length in zip(p.docs, p.tf, p.length, strict=True):
@@ -286,19 +300,41 @@ def top_matches(
     def tighten(doc: int) -> bool:
         """A candidate's ceiling with the terms not walked read off its own rows (a lookup
         each) instead of the most any document holds them: whether that changed it."""
+        nonlocal looked
         if doc in tightened or taken >= len(order):
             return False
         total, n, rest = 0.0, 0, 0
         for i in order[taken:]:
             p = body.postings[i]
             assert p is not None
-            rows = p.rows(doc)
-            if rows:
-                total += most_added(i, rows)
-                n += 1
-                rest |= 1 << i
+            docs = p.docs
+            lo = bisect.bisect_left(docs, doc)
+            hi = bisect.bisect_right(docs, doc, lo)
+            looked += hi - lo + lookup_rows
+            if lo == hi:
+                continue
+            top, base, slope = shape[i]
+            tf, length = p.tf, p.length
+            most = 0.0
+            for r in range(lo, hi):
+                t = tf[r]
+                c = top * t / (t + base + slope * length[r])
+                if c > most:
+                    most = c
+            total += most
+            n += 1
+            rest |= 1 << i
         tightened[doc] = (total, n, rest)
         return True
+
+    def looked_enough() -> bool:
+        """Lookups have read more than walking the next term would: walk it instead (a walk
+        reads each row once, in one loop; a lookup costs two searches and its own rows)."""
+        if taken >= len(order):
+            return False
+        p = body.postings[order[taken]]
+        assert p is not None
+        return looked > len(p.docs)
 
     tightened: dict[int, tuple[float, int, int]] = {}
     # The cheap terms are walked first, whatever the bound: their holders' ceilings then hold
@@ -308,7 +344,7 @@ def top_matches(
     while taken < len(order):
         p = body.postings[order[taken]]
         assert p is not None
-        if rows_walked + len(p.docs) > EAGER_ROWS:
+        if rows_walked + len(p.docs) > eager_rows:
             break
         rows_walked += len(p.docs)
         walk(order[taken])
@@ -321,9 +357,13 @@ def top_matches(
             yield waiting.pop(0)[1]
         if not heap and bar == -math.inf:
             break
-        if taken < len(order) and outside() >= (-heap[0][0] if heap else -math.inf):
-            walk(order[taken])  # a document outside may beat every candidate: widen
+        if taken < len(order) and (looked_enough()
+                                   or outside() >= (-heap[0][0] if heap else -math.inf)):
+            # A document outside may beat every candidate, or the lookups cost more than the
+            # walk: widen.
+            walk(order[taken])
             taken += 1
+            looked = 0
             rebuild()
             continue
         ids: list[int] = []
@@ -333,6 +373,8 @@ def top_matches(
                 again = -ceiling(doc)
                 if heap and again > heap[0][0]:  # no longer the best ceiling: back in line
                     heapq.heappush(heap, (again, doc))
+                    if looked_enough():
+                        break
                     continue
             ids.append(doc)
         if not ids:
