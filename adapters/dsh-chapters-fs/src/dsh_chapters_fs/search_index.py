@@ -218,6 +218,11 @@ def _field_rows(doc: int, entry: SearchEntry) -> list[tuple[str, int, str]]:
     return [(term, doc, m + rule) for term, m in marks.items()]
 
 
+def _field_hits(marks: str, rule: tuple[str, str] = ("", "")) -> FieldHits:
+    """A document's frontmatter hits from its matching rows' marks, joined."""
+    return FieldHits(marks.count("t"), marks.count("i"), marks.count("s"), "c" in marks, rule)
+
+
 def _field_terms(entry_terms: Sequence[str]) -> set[str]:
     return {t for text in entry_terms for t in text.split()}
 
@@ -559,27 +564,33 @@ class SqliteSearchIndex:
         wanted = list(dict.fromkeys(terms))
         if not wanted:
             return {}
-        counts: dict[int, list[int]] = {}
-        rules: list[int] = []
+        # Per document, the marks of its rows joined: each row is one term and holds each
+        # field's mark at most once, so a mark's count is how many terms hit that field.
+        joined: dict[int, str] = {}
+        get = joined.get
         marks_sql = ",".join("?" * len(wanted))
         for doc, marks in self.db.execute(
                 f"SELECT id, marks FROM fields WHERE term IN ({marks_sql})", wanted):
-            c = counts.get(doc)
-            if c is None:
-                c = counts[doc] = [0, 0, 0, 0]
-                if _RULE_MARK in marks:
-                    rules.append(doc)
-            c[0] += "t" in marks
-            c[1] += "i" in marks
-            c[2] += "s" in marks
-            c[3] += "c" in marks
+            joined[doc] = get(doc, "") + marks
+        rules = [doc for doc, marks in joined.items() if _RULE_MARK in marks]
         named: dict[int, tuple[str, str]] = {}
         for chunk in _chunks(rules):
             named.update((int(d), (str(r), str(p))) for d, r, p in self.db.execute(
                 f"SELECT id, rule_id, path FROM docs WHERE id IN ({','.join('?' * len(chunk))})",
                 chunk))
-        return {doc: FieldHits(c[0], c[1], c[2], c[3] > 0, named.get(doc, ("", "")))
-                for doc, c in counts.items()}
+        # Most matches share a handful of hit counts: one FieldHits for each (a common word in
+        # every title would otherwise make one object per document).
+        shared: dict[str, FieldHits] = {}
+        out: dict[int, FieldHits] = {}
+        for doc, marks in joined.items():
+            if _RULE_MARK in marks:
+                out[doc] = _field_hits(marks, named.get(doc, ("", "")))
+                continue
+            hits = shared.get(marks)
+            if hits is None:
+                hits = shared[marks] = _field_hits(marks)
+            out[doc] = hits
+        return out
 
     def excluded(self, project_key: str) -> AbstractSet[int]:
         dead = self._dead_ids()

@@ -34,6 +34,7 @@ from dsh_chapters_core.ports.search import (
     NO_FIELD_HITS,
     DerivedTree,
     DocumentReader,
+    FieldHits,
     SearchIndex,
 )
 from dsh_chapters_core.ports.store import FileTree
@@ -385,10 +386,16 @@ class SearchService:
         weights = LexicalWeights.of(config)
         core_bonus = config.rules_core_bonus
         hits = index.field_hits(terms)
-        front = {doc: frontmatter_score(
-            h.topic, h.title, h.summary, h.category,
-            core_bonus if core_rule_ids and not core_rule_ids.isdisjoint(h.rule) else 0.0,
-            weights) for doc, h in hits.items()}
+        scores: dict[FieldHits, float] = {}  # a handful of distinct hit counts, each scored once
+        front: dict[int, float] = {}
+        for doc, h in hits.items():
+            score = scores.get(h)
+            if score is None:
+                score = scores[h] = frontmatter_score(
+                    h.topic, h.title, h.summary, h.category,
+                    core_bonus if core_rule_ids and not core_rule_ids.isdisjoint(h.rule) else 0.0,
+                    weights)
+            front[doc] = score
         excluded = index.excluded(scope)
         total = matching(body, front, excluded)
         bonus = config.search_date_bonus
