@@ -161,6 +161,13 @@ def _unpack(blobs: Iterable[bytes],
     return holders, rows
 
 
+def _joined_head(blobs: Sequence[bytes]) -> tuple[int, int, int, int]:
+    """The head of these blobs' rows taken together (adjacent segments, no document in two)."""
+    heads = [_HEAD.unpack_from(b) for b in blobs]
+    return (sum(h[0] for h in heads), max(h[1] for h in heads), min(h[2] for h in heads),
+            sum(h[3] for h in heads))
+
+
 def _merged(blobs: Sequence[bytes], dead: AbstractSet[int]) -> bytes:
     """A term's blobs of adjacent segments as one blob (empty when no row is left): what
     `_blob(_unpack(blobs, dead))` gives. A merge without dead documents among the term's
@@ -176,16 +183,20 @@ def _merged(blobs: Sequence[bytes], dead: AbstractSet[int]) -> bytes:
         if not dead.isdisjoint(holders):
             _, rows = _unpack(blobs, dead)
             return _blob(rows) if rows else b""
-    heads = [_HEAD.unpack_from(b) for b in blobs]
-    head = _HEAD.pack(sum(h[0] for h in heads), max(h[1] for h in heads),
-                      min(h[2] for h in heads), sum(h[3] for h in heads))
+    head = _HEAD.pack(*_joined_head(blobs))
     return b"".join([head, *(b[_HEAD.size:e] for b, e in zip(blobs, ends, strict=True)),
                      *(b[e:] for b, e in zip(blobs, ends, strict=True))])
 
 
-def _postings(holders: array[int], rows: array[int]) -> TermPostings:
-    return TermPostings(rows[0::_ROW], rows[1::_ROW], rows[2::_ROW], rows[3::_ROW],
-                        max(rows[2::_ROW]), min(rows[3::_ROW]), rows[4::_ROW], holders)
+def _postings(blobs: Sequence[bytes]) -> TermPostings | None:
+    """A term's postings from its segment blobs (None when no row is left). The bounds over
+    every row are the blobs' own (their heads), so no row is read to find them."""
+    holders, rows = _unpack(blobs)
+    if not rows:
+        return None
+    _, most, shortest, _ = _joined_head(blobs)
+    return TermPostings(rows[0::_ROW], rows[1::_ROW], rows[2::_ROW], rows[3::_ROW], most,
+                        shortest, rows[4::_ROW], holders)
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -533,11 +544,10 @@ class SqliteSearchIndex:
             return self._loaded[term]
         segs = self._segments()
         # One seek per segment (the key is (seg, term)): a few rows however the door grew.
-        blobs = [bytes(r[0]) for r in self.db.execute(
+        blobs = [r[0] for r in self.db.execute(
             f"SELECT data FROM postings WHERE seg IN ({','.join('?' * len(segs))}) "
             "AND term = ? ORDER BY seg", (*segs, term))] if segs else []
-        holders, rows = _unpack(blobs) if blobs else (array(_U32), array(_U32))
-        found = _postings(holders, rows) if rows else None
+        found = _postings(blobs) if blobs else None
         if len(self._loaded) > 256:
             self._loaded = {}
         self._loaded[term] = found
