@@ -69,6 +69,7 @@ _MARKUP = re.compile(
 _TOOL_PREFIX = "→ tool "
 _TOOL_PREFIX_BYTES = _TOOL_PREFIX.encode()
 _JSON_BREAK = re.compile(rb"(?<!\\)((?:\\\\)*)\\[ntr]")
+_JSON_BREAK_TEXT = re.compile(r"(?<!\\)((?:\\\\)*)\\[ntr]")
 
 
 def _tool_call_bytes(line: bytes) -> bytes:
@@ -79,12 +80,13 @@ def _tool_call_bytes(line: bytes) -> bytes:
 
 
 def tool_call_text(line: str) -> str:
-    """A line as its words are read: a tool call's escaped breaks as spaces. Two ASCII
-    characters become two, so a word's offsets are the line's own (anchors cut the snippet
-    from the line)."""
+    """A line as its words are read: a tool call's escaped breaks as spaces, the same length,
+    so a word's offsets are the line's own (anchors cut the snippet from the line)."""
     if not line.startswith(_TOOL_PREFIX) or "\\" not in line:
         return line
-    return _tool_call_bytes(line.encode()).decode()
+    if "\\\\" in line:
+        return _JSON_BREAK_TEXT.sub(r"\1  ", line)
+    return line.replace("\\n", "  ").replace("\\t", "  ").replace("\\r", "  ")
 
 
 def _content(piece: bytes) -> bytes:
