@@ -145,58 +145,6 @@ def test_a_carriage_return_inside_a_line_is_text() -> None:
     assert anchor.text == "first\rstill the first line alembic"
 
 
-def test_a_tool_calls_escaped_line_breaks_are_breaks() -> None:
-    # A tool call is its input in JSON on one line: a written file's lines are joined by `\n`
-    # (two characters). Each line's first word is a word of its own, not `nimport`; an escaped
-    # backslash before an `n` (a Windows path) is a backslash, then the word.
-    call = ('→ tool Write({"file_path": "app.py", "content": "import os\\nfrom alembic import '
-            'command\\n\\tretryBudget = 3\\r\\nC:\\\\new\\\\table"})')
-    body = body_of("**User:**", "", "```text", "write it", "```", "", call)
-    (passage,) = body_passages(body, 48)
-    assert {"import", "from", "retrybudget", "retry", "budget", "new", "table"} <= set(passage.tf)
-    assert not {"nfrom", "nimport", "tretrybudget", "nc", "ew", "able"} & set(passage.tf)
-    # Outside a tool call the text is what was said: `C:\new` there is `c`, then `new`.
-    said = body_of("**User:**", "", "```text", "open C:\\new\\table\\nthen", "```")
-    (plain,) = body_passages(said, 48)
-    assert {"new", "table", "nthen"} <= set(plain.tf)
-    # The anchor reads the line the same way, and its offsets are the line's own.
-    hits = line_hits(call, ["from", "budget"])
-    assert [(i, call[a:b]) for i, a, b in hits] == [(0, "from"), (1, "retryBudget")]
-
-
-def test_an_identifier_that_starts_a_line_of_a_written_file_is_found() -> None:
-    call = ('→ tool Write({"file_path": "budget.py", "content": "import os\\n\\nretryBudget = '
-            '3\\nclass Limits:\\n    pass\\n"})')
-    wrote = chapter("s1/chapters/001-a.md", body=body_of(FILLER, "", call))
-    said = chapter("s2/chapters/001-b.md", body=body_of(FILLER, "the retry budget is small"))
-    ranked = rank_entries([said, wrote], "retryBudget", config=DEFAULTS)
-    assert ranked[0].entry.path == "s1/chapters/001-a.md"
-    assert ranked[0].anchor is not None and ranked[0].anchor.line == 10 + 2
-    assert "retryBudget = 3" in ranked[0].anchor.text
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("\\ntr ab\"")), max_size=60))
-def test_reading_escaped_breaks_keeps_the_length_and_every_escaped_backslash(text: str) -> None:
-    from dsh_chapters_core.search.passages import tool_call_text
-
-    line = "→ tool Bash(" + text
-    read = tool_call_text(line)
-    assert len(read) == len(line)
-    # Decoded as JSON escapes would be: a pair of backslashes is one backslash; a backslash
-    # before n, t or r is a break. The reading blanks exactly the breaks.
-    expected, k = [], 0
-    while k < len(line):
-        if line[k] == "\\" and k + 1 < len(line):
-            pair = line[k:k + 2]
-            expected.append("  " if pair[1] in "ntr" else pair)
-            k += 2
-        else:
-            expected.append(line[k])
-            k += 1
-    assert read == "".join(expected)
-
-
 _TEXT = st.text(alphabet=st.sampled_from(list("aZ9_.-/: \t\n\r`*#→·ßé!?()[]{}\"'")),
                 max_size=200)
 

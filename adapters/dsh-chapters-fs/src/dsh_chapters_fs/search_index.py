@@ -38,7 +38,7 @@ from dsh_chapters_core.search.passages import BodyStats, body_passages
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.topk import DocFacts, TermPostings
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 17
 _U32 = "I" if array("I").itemsize == 4 else "L"
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000

@@ -60,44 +60,8 @@ _MARKUP = re.compile(
 )
 
 
-# A tool call is written as its input in JSON, on one line (render.py): a file written, an
-# edit or a command of many lines has its line breaks and tabs as `\n`, `\t` and `\r`. Read
-# as text, `\nimport os` would be the word `nimport`: the first word of every line of such an
-# input lost. An escape is a backslash not itself escaped (`C:\\new` is a backslash, then
-# `new`); the pattern reads a run of backslashes once, so it is linear. A line without an
-# escaped backslash (most) needs no pattern: its breaks are replaced as they are.
-_TOOL_PREFIX = "→ tool "
-_TOOL_PREFIX_BYTES = _TOOL_PREFIX.encode()
-_JSON_BREAK = re.compile(rb"(?<!\\)((?:\\\\)*)\\[ntr]")
-_JSON_BREAK_TEXT = re.compile(r"(?<!\\)((?:\\\\)*)\\[ntr]")
-
-
-def _tool_call_bytes(line: bytes) -> bytes:
-    """A tool call's line with its escaped breaks as spaces (the same length)."""
-    if b"\\\\" in line:
-        return _JSON_BREAK.sub(rb"\1  ", line)
-    return line.replace(b"\\n", b"  ").replace(b"\\t", b"  ").replace(b"\\r", b"  ")
-
-
-def tool_call_text(line: str) -> str:
-    """A line as its words are read: a tool call's escaped breaks as spaces, the same length,
-    so a word's offsets are the line's own (anchors cut the snippet from the line)."""
-    if not line.startswith(_TOOL_PREFIX) or "\\" not in line:
-        return line
-    if "\\\\" in line:
-        return _JSON_BREAK_TEXT.sub(r"\1  ", line)
-    return line.replace("\\n", "  ").replace("\\t", "  ").replace("\\r", "  ")
-
-
 def _content(piece: bytes) -> bytes:
-    """A piece of a body without the archive's markup (`_MARKUP`), a tool call's escaped line
-    breaks read as breaks: what its terms count."""
-    if b"\\" in piece and _TOOL_PREFIX_BYTES in piece:
-        lines = piece.split(b"\n")
-        for k, line in enumerate(lines):
-            if line.startswith(_TOOL_PREFIX_BYTES) and b"\\" in line:
-                lines[k] = _tool_call_bytes(line)
-        piece = b"\n".join(lines)
+    """A piece of a body without the archive's markup (`_MARKUP`): what its terms count."""
     return _MARKUP.sub(b"", piece)
 
 
@@ -380,8 +344,8 @@ def line_hits(text: str, terms: Sequence[str]) -> list[tuple[int, int, int]]:
     probe = match.probe
     if probe is None or not probe.search(text.casefold()):  # no query term on this line
         return []
-    return [(index, found.start(), found.end())
-            for found in _WORD_RE.finditer(tool_call_text(text)) for index in match(found.group())]
+    return [(index, found.start(), found.end()) for found in _WORD_RE.finditer(text)
+            for index in match(found.group())]
 
 
 def cut_anchor(lines: Sequence[str], match: BodyMatch, terms: Sequence[str], *,
