@@ -73,10 +73,6 @@ class TermPostings:
     mention: Sequence[int] = ()  # per row: the term's first mention among the passage's terms
     holders: Sequence[int] = ()  # the distinct documents, ascending (its df before removals)
 
-    def rows(self, doc: int) -> range:
-        """The rows of `doc` (empty when it does not hold the term)."""
-        return range(bisect.bisect_left(self.docs, doc), bisect.bisect_right(self.docs, doc))
-
 
 @dataclass(frozen=True, slots=True)
 class DocFacts:
