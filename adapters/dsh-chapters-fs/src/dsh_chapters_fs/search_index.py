@@ -506,7 +506,7 @@ class SqliteSearchIndex:
         rows = heapq.merge(*readers, key=lambda r: (r[0], r[1]))
         pending: list[tuple[str, bytes]] = []
         for term, group in itertools.groupby(rows, key=lambda r: r[0]):
-            blob = _merged([bytes(r[2]) for r in group], dead)
+            blob = _merged([r[2] for r in group], dead)
             if blob:
                 pending.append((term, blob))
                 total_rows += _HEAD.unpack_from(blob)[0]

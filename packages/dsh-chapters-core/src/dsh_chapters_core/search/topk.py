@@ -253,7 +253,8 @@ def top_matches(
     def rebuild() -> None:
         heap.clear()
         candidates = (sums.keys() | front.keys() | dated.keys()) - done
-        if bonus or tightened or not q:
+        # Nothing is tightened here: a rebuild follows a walk, which forgets every tightening.
+        if bonus or not q:
             heap.extend((-ceiling(doc), doc) for doc in candidates)
         else:  # `ceiling` written out: this runs once per candidate after every walk
             total, n, _ = rest_bound()
