@@ -27,6 +27,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 
 from dsh_chapters_core.config import DEFAULTS
@@ -50,6 +51,8 @@ _TIER_BASE_ROWS = 4096
 _FIELD_MARKS = ("t", "i", "s", "c")  # topic, title, summary, category
 _RULE_MARK = "r"
 _CACHE_KIB = 65_536
+_PAGE_BYTES = 16_384
+_first = itemgetter(0)
 _ENTRY_COLUMNS = ("path, kind, title, date, date_key, topics, summary, category, project_key, "
                   "session_id, rule_id, raw_topics, t_topic, t_title, t_summary, t_category, "
                   "body_line")
@@ -280,6 +283,8 @@ class SqliteSearchIndex:
                 self._drop_files()
                 db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000,
                                      isolation_level=None)
+            # Set before the first table: it takes only in a new, empty file.
+            db.execute(f"PRAGMA page_size = {_PAGE_BYTES}")
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             lines = db.execute("SELECT value FROM settings WHERE key = 'passageLines'").fetchone()
@@ -503,9 +508,10 @@ class SqliteSearchIndex:
         db.execute("CREATE TEMP TABLE IF NOT EXISTS merged (term TEXT NOT NULL, data BLOB)")
         db.execute("DELETE FROM merged")
         total_rows = 0
-        rows = heapq.merge(*readers, key=lambda r: (r[0], r[1]))
+        # (term, position in the run, blob) tuples compare as they are: a term's rows meet in
+        # run order, and no two rows share a term and a position, so blobs are never compared.
         pending: list[tuple[str, bytes]] = []
-        for term, group in itertools.groupby(rows, key=lambda r: r[0]):
+        for term, group in itertools.groupby(heapq.merge(*readers), key=_first):
             blob = _merged([r[2] for r in group], dead)
             if blob:
                 pending.append((term, blob))
