@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+import pytest
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.search import make_entry, rank_entries
@@ -107,6 +108,41 @@ def test_a_joined_word_is_evidence_of_every_query_word_it_holds() -> None:
     assert joined.score == spaced.score > token_only.score
     from dsh_chapters_core.search.passages import holds
     assert holds("called token_refresh again\n", words) == frozenset({0, 1})
+
+
+def test_a_question_word_elsewhere_in_the_chapter_counts_a_share_of_one() -> None:
+    # Two chapters whose best passage is the same; the first also holds the question's other
+    # word, in a passage of its own. With `searchChapterShare` that word counts a share of a
+    # held one toward the best passage's coverage; with 0 only the passage's own words count.
+    def two_blocks(second: str) -> str:
+        return ("**User:**\n\n```text\nthe alembic upgrade stopped at revision 42\n```\n\n"
+                + "**Assistant:**\n\n```text\n" + "\n".join([FILLER] * 50 + [second])
+                + "\n```\n")
+    spread = chapter("s1/chapters/001-a.md", body=two_blocks("the migration is next"),
+                     date="2026-09-01T00:00:00Z")
+    alone = chapter("s2/chapters/001-b.md", body=two_blocks("nothing else to say"),
+                    date="2026-09-02T00:00:00Z")
+    assert len(body_passages(spread.body, RULES.lines)) >= 2
+    words = terms_of("alembic migration")
+    stats = stats_for(10, alembic=2, migration=5)
+    shared = dataclasses.replace(RULES, chapter_share=0.15)
+    assert score_body(spread.body, words, stats).score == score_body(alone.body, words,
+                                                                       stats).score
+    assert score_body(spread.body, words, stats, shared).score == pytest.approx(
+        score_body(alone.body, words, stats, shared).score * 1.15)
+    ranked = rank_entries([alone, spread], "alembic migration", config=DEFAULTS, stats=stats)
+    assert [r.entry.path for r in ranked] == ["s1/chapters/001-a.md", "s2/chapters/001-b.md"]
+    plain = rank_entries([alone, spread], "alembic migration", stats=stats,
+                         config=DEFAULTS.replace(search_chapter_share=0.0))
+    # A tie on the same best passage: the newer first.
+    assert [r.entry.path for r in plain] == ["s2/chapters/001-b.md", "s1/chapters/001-a.md"]
+    # `--explain` says what the share counted.
+    from dsh_chapters_core.search.packing import explain_line, explained
+
+    assert ranked[0].body.elsewhere == 1 and plain[1].body.elsewhere == 0
+    assert explained(ranked[0], DEFAULTS)["passage"]["wordsElsewhere"] == 1
+    assert "; 1 more word in the chapter)" in explain_line(ranked[0], DEFAULTS)
+    assert "more word" not in explain_line(ranked[1], DEFAULTS)
 
 
 def test_passages_are_the_blocks_the_archive_wrote() -> None:

@@ -428,6 +428,14 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=100.0,
     ),
     _s(
+        "searchChapterShare",
+        0.15,
+        "share of a word the best passage holds that a query word found only in another "
+        "passage of the same chapter counts toward the passage's coverage (0: only its own)",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    _s(
         "searchPhraseTerms",
         3,
         "how close two query words' first mentions in a passage must be, in distinct terms, "
@@ -684,6 +692,7 @@ class Config:
     search_date_bonus: float = 2.0
     search_phrase_bonus: float = 0.0
     search_phrase_terms: int = 3
+    search_chapter_share: float = 0.15
     search_query_max_chars: int = 2000
     search_query_max_words: int = 64
     search_snippet_chars: int = 160

@@ -202,7 +202,8 @@ def explained(scored: ScoredEntry, config: Config) -> dict[str, Any]:
     if scored.body.matched:
         first = scored.entry.body_line + scored.body.first
         parts["passage"] = {"line": first, "lines": scored.body.lines,
-                            "score": round(scored.body.score, 4)}
+                            "score": round(scored.body.score, 4),
+                            "wordsElsewhere": scored.body.elsewhere}
     return parts
 
 
@@ -219,7 +220,9 @@ def explain_line(scored: ScoredEntry, config: Config) -> str:
             if key == "body" and "passage" in parts:
                 passage = parts["passage"]
                 end = passage["line"] + max(passage["lines"], 1) - 1
-                text += f" (lines {passage['line']}–{end})"
+                apart = passage["wordsElsewhere"]
+                more = f"; {apart} more {'word' if apart == 1 else 'words'} in the chapter"
+                text += f" (lines {passage['line']}–{end}{more if apart else ''})"
             terms.append(text)
     return f"    why: {' + '.join(terms) or '0'} = {scored.score:.2f}"
 

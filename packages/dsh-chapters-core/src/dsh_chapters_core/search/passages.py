@@ -167,6 +167,7 @@ class PassageRules:
     snippet_chars: int
     phrase_bonus: float = 0.0
     phrase_terms: int = 3
+    chapter_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,12 +194,14 @@ class BodyStats:
 class BodyMatch:
     """A body's best passage: its score (rounded as the scorer rounds), its index among the
     body's passages, and its body lines (0-based first line, line count). `passage` is -1
-    when the body holds no query term."""
+    when the body holds no query term. `elsewhere` counts the query words the passage lacks
+    and another passage of the body holds, when they counted (`chapter_share`)."""
 
     score: float
     passage: int = -1
     first: int = 0
     lines: int = 0
+    elsewhere: int = 0
 
     @property
     def matched(self) -> bool:
@@ -210,11 +213,13 @@ NO_BODY_MATCH = BodyMatch(0.0)
 
 def passage_score(tfs: Sequence[int], length: int, idf: Sequence[float], k1: float, b: float,
                   expected: float, mentions: Sequence[int] = (), bonus: float = 0.0,
-                  near: int = 0) -> float:
-    """BM25 of one passage times the share of the query's terms it holds, plus `bonus` per
-    pair of query terms typed next to each other whose first mentions in the passage are at
-    most `near` terms apart (proximity: the words of a question found together). One fixed
-    expression in one fixed order, so the index and a plain scan get the same float."""
+                  near: int = 0, elsewhere: int = 0, share: float = 0.0) -> float:
+    """BM25 of one passage times the share of the query's terms it holds (each of the
+    `elsewhere` terms its chapter holds only in other passages counting `share` of one), plus
+    `bonus` per pair of query terms typed next to each other whose first mentions in the
+    passage are at most `near` terms apart (proximity: the words of a question found
+    together). One fixed expression in one fixed order, so the index and a plain scan get the
+    same float (with `share` 0 it is BM25 times held / terms exactly)."""
     norm = k1 * (1.0 - b + b * length / expected)
     bm25 = 0.0
     held = 0
@@ -222,7 +227,7 @@ def passage_score(tfs: Sequence[int], length: int, idf: Sequence[float], k1: flo
         if t:
             bm25 += idf[i] * (t * (k1 + 1.0)) / (t + norm)
             held += 1
-    score = bm25 * held / len(tfs)
+    score = bm25 * (held + share * elsewhere) / len(tfs)
     if bonus and mentions:
         pairs = sum(1 for i in range(1, len(tfs)) if tfs[i] and tfs[i - 1]
                     and abs(mentions[i] - mentions[i - 1]) <= near)
@@ -254,22 +259,27 @@ def best_passage(passages: Sequence[Passage], terms: Sequence[str], stats: BodyS
         return NO_BODY_MATCH
     idf = [stats.idf(t) for t in terms]
     expected = stats.expected
-    best, at = -1.0, -1
+    share = rules.chapter_share
+    # The query terms the chapter holds anywhere: a passage's missing word that another
+    # passage holds counts `share` of a held one (a question's words spread over a chapter).
+    anywhere = sum(1 for t in terms if any(t in p.tf for p in passages)) if share else 0
+    best, at, apart = -1.0, -1, 0
     for index, passage in enumerate(passages):
         tf = passage.tf
         tfs = [tf.get(t, 0) for t in terms]
         if not any(tfs):
             continue
         order = passage.mentions() if rules.phrase_bonus else {}
+        elsewhere = anywhere - sum(1 for t in tfs if t) if share else 0
         score = passage_score(tfs, passage.length, idf, rules.k1, rules.b, expected,
                               [order.get(t, -1) for t in terms], rules.phrase_bonus,
-                              rules.phrase_terms)
+                              rules.phrase_terms, elsewhere, share)
         if score > best:
-            best, at = score, index
+            best, at, apart = score, index, elsewhere
     if at < 0:
         return NO_BODY_MATCH
     found = passages[at]
-    return BodyMatch(round(best, 9), at, found.first, found.lines)
+    return BodyMatch(round(best, 9), at, found.first, found.lines, apart)
 
 
 def body_stats(bodies: Iterable[Sequence[Passage]], terms: Sequence[str],

@@ -132,9 +132,10 @@ class BodyQuery:
         q = self.size
         rules = self.rules
         k1, b, expected, idf = rules.k1, rules.b, self.expected, self.idf
-        bonus, near = rules.phrase_bonus, rules.phrase_terms
+        bonus, near, share = rules.phrase_bonus, rules.phrase_terms, rules.chapter_share
         acc: dict[int, list[float]] = {}  # passage -> [bm25, held, norm]
         mentions: dict[int, list[int]] = {}
+        anywhere = 0  # the query terms the document holds in some passage
         for i, p in enumerate(self.postings):
             if p is None:
                 continue
@@ -143,6 +144,7 @@ class BodyQuery:
             hi = bisect.bisect_right(docs, doc, lo)
             if lo == hi:
                 continue
+            anywhere += 1
             weight = idf[i]
             passage, tf, length, mention = p.passage, p.tf, p.length, p.mention
             for row in range(lo, hi):
@@ -160,18 +162,19 @@ class BodyQuery:
                     mentions[at][i] = mention[row]
         if not acc:
             return NO_BODY_MATCH
-        best, at = -1.0, -1
+        best, at, apart = -1.0, -1, 0
         for index in sorted(acc):
             bm25, count, _ = acc[index]
-            score = bm25 * count / q
+            elsewhere = anywhere - int(count) if share else 0
+            score = bm25 * (count + share * elsewhere) / q
             if bonus:
                 seen = mentions[index]
                 pairs = sum(1 for i in range(1, q) if seen[i] >= 0 and seen[i - 1] >= 0
                             and abs(seen[i] - seen[i - 1]) <= near)
                 score += bonus * pairs
             if score > best:
-                best, at = score, index
-        return BodyMatch(round(best, 9), at, facts.firsts[at], facts.spans[at])
+                best, at, apart = score, index, elsewhere
+        return BodyMatch(round(best, 9), at, facts.firsts[at], facts.spans[at], apart)
 
 
 def matching(body: BodyQuery, front: Mapping[int, float], excluded: AbstractSet[int]) -> int:
