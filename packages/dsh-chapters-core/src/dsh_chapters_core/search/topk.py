@@ -5,7 +5,9 @@ holding it in one passage (m) and the fewest words of a passage holding it (l), 
 (document, passage) the term's frequency. A document's body scores at most
 Σ idf·sat(m, l) over the terms it holds, times the share it holds (`passages.term_ceiling`),
 so its *ceiling* is known without scoring it, and its exact score needs only its own rows of
-each term's postings and its passages' lengths. No chapter is read.
+each term's postings and its passages' lengths. No chapter is read. (A term the best passage
+lacks but another passage holds counts `chapter_share` of a held one: the passage's coverage
+never passes the share of terms the document holds somewhere, so the ceiling still holds.)
 
 MaxScore (Turtle & Flood, 1995) over those: the terms are taken strongest first (the largest
 most-any-passage-can-add, usually the rarest). Only the documents holding a term taken so far
