@@ -291,29 +291,6 @@ def test_the_cache_rebuilds_itself_when_missing_corrupt_or_older(tmp_path: Path)
         assert cache.count() > 0
 
 
-def test_a_new_index_file_has_large_pages_and_an_older_one_keeps_its_own(
-        tmp_path: Path) -> None:
-    """Segments are written and merged as blobs of kilobytes: a new file's pages are 16 KiB
-    (the pragma takes only before the first table). A file made with SQLite's 4 KiB pages is
-    read and written as it is, the same answer."""
-    from dsh_chapters_fs.search_index import _PAGE_BYTES
-
-    random_corpus(tmp_path, random.Random(5), 30)
-    expected = service(tmp_path, None).search(SearchRequest(query="auth sqlite")).to_json()
-    db = tmp_path / "cache/search-store.sqlite"
-    with SqliteSearchIndex(db) as cache:
-        assert answer(tmp_path, cache) == expected
-        assert cache.db.execute("PRAGMA page_size").fetchone()[0] == _PAGE_BYTES == 16_384
-    older = tmp_path / "cache/search-older.sqlite"
-    with sqlite3.connect(older) as raw:
-        raw.execute("PRAGMA page_size = 4096")
-        raw.execute("PRAGMA journal_mode=WAL")
-    raw.close()
-    with SqliteSearchIndex(older) as cache:
-        assert answer(tmp_path, cache) == expected
-        assert cache.db.execute("PRAGMA page_size").fetchone()[0] == 4096
-
-
 def test_a_query_reads_no_chapter_but_the_ones_it_shows(tmp_path: Path) -> None:
     random_corpus(tmp_path, random.Random(3), 40)
     with SqliteSearchIndex(tmp_path / "cache/search-store.sqlite") as cache:

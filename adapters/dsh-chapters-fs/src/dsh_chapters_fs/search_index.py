@@ -51,7 +51,6 @@ _TIER_BASE_ROWS = 4096
 _FIELD_MARKS = ("t", "i", "s", "c")  # topic, title, summary, category
 _RULE_MARK = "r"
 _CACHE_KIB = 65_536
-_PAGE_BYTES = 16_384
 _first = itemgetter(0)
 _ENTRY_COLUMNS = ("path, kind, title, date, date_key, topics, summary, category, project_key, "
                   "session_id, rule_id, raw_topics, t_topic, t_title, t_summary, t_category, "
@@ -283,8 +282,6 @@ class SqliteSearchIndex:
                 self._drop_files()
                 db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000,
                                      isolation_level=None)
-            # Set before the first table: it takes only in a new, empty file.
-            db.execute(f"PRAGMA page_size = {_PAGE_BYTES}")
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             lines = db.execute("SELECT value FROM settings WHERE key = 'passageLines'").fetchone()
