@@ -85,6 +85,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import provenance
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
@@ -357,9 +359,7 @@ def _code_dir() -> Path:
 
 
 def code_version() -> str:
-    done = subprocess.run(["git", "-C", str(_code_dir()), "describe", "--always", "--dirty"],
-                          capture_output=True, text=True, check=False)
-    return done.stdout.strip() or "unknown"
+    return provenance.code_version(_code_dir())
 
 
 def recorded_command(argv: list[str]) -> str:

@@ -56,6 +56,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import provenance
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # Bump when the generator's output changes, so a cached corpus of the old shape is not reused.
@@ -865,10 +867,8 @@ def recorded_command(argv: list[str]) -> str:
 
 
 def code_version() -> str:
-    """The commit measured, `-dirty` when the work tree had changes."""
-    done = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
-                          capture_output=True, text=True, check=False)
-    return done.stdout.strip() or "unknown"
+    """The commit measured, `-dirty` when the members' code had changes."""
+    return provenance.code_version(REPO)
 
 
 def machine() -> dict[str, Any]:

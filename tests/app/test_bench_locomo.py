@@ -20,6 +20,8 @@ BENCH = Path(__file__).parents[2] / "benchmarks"
 
 
 def load(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:  # a benchmark imports its siblings, as a script run does
+        sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
