@@ -213,9 +213,9 @@ NO_BODY_MATCH = BodyMatch(0.0)
 
 def passage_score(tfs: Sequence[int], length: int, idf: Sequence[float], k1: float, b: float,
                   expected: float, mentions: Sequence[int] = (), bonus: float = 0.0,
-                  near: int = 0, elsewhere: int = 0, share: float = 0.0) -> float:
-    """BM25 of one passage times the share of the query's terms it holds (each of the
-    `elsewhere` terms its chapter holds only in other passages counting `share` of one), plus
+                  near: int = 0, anywhere: int = 0, share: float = 0.0) -> float:
+    """BM25 of one passage times the share of the query's terms it holds (each term its
+    chapter holds `anywhere` but not in this passage counting `share` of one), plus
     `bonus` per pair of query terms typed next to each other whose first mentions in the
     passage are at most `near` terms apart (proximity: the words of a question found
     together). One fixed expression in one fixed order, so the index and a plain scan get the
@@ -227,7 +227,7 @@ def passage_score(tfs: Sequence[int], length: int, idf: Sequence[float], k1: flo
         if t:
             bm25 += idf[i] * (t * (k1 + 1.0)) / (t + norm)
             held += 1
-    score = bm25 * (held + share * elsewhere) / len(tfs)
+    score = bm25 * (held + share * (anywhere - held)) / len(tfs)
     if bonus and mentions:
         pairs = sum(1 for i in range(1, len(tfs)) if tfs[i] and tfs[i - 1]
                     and abs(mentions[i] - mentions[i - 1]) <= near)
@@ -263,22 +263,22 @@ def best_passage(passages: Sequence[Passage], terms: Sequence[str], stats: BodyS
     # The query terms the chapter holds anywhere: a passage's missing word that another
     # passage holds counts `share` of a held one (a question's words spread over a chapter).
     anywhere = sum(1 for t in terms if any(t in p.tf for p in passages)) if share else 0
-    best, at, apart = -1.0, -1, 0
+    best, at = -1.0, -1
     for index, passage in enumerate(passages):
         tf = passage.tf
         tfs = [tf.get(t, 0) for t in terms]
         if not any(tfs):
             continue
         order = passage.mentions() if rules.phrase_bonus else {}
-        elsewhere = anywhere - sum(1 for t in tfs if t) if share else 0
         score = passage_score(tfs, passage.length, idf, rules.k1, rules.b, expected,
                               [order.get(t, -1) for t in terms], rules.phrase_bonus,
-                              rules.phrase_terms, elsewhere, share)
+                              rules.phrase_terms, anywhere, share)
         if score > best:
-            best, at, apart = score, index, elsewhere
+            best, at = score, index
     if at < 0:
         return NO_BODY_MATCH
     found = passages[at]
+    apart = anywhere - sum(1 for t in terms if t in found.tf) if share else 0
     return BodyMatch(round(best, 9), at, found.first, found.lines, apart)
 
 
