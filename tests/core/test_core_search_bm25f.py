@@ -130,19 +130,59 @@ def test_a_question_word_elsewhere_in_the_chapter_counts_a_share_of_one() -> Non
                                                                        stats).score
     assert score_body(spread.body, words, stats, shared).score == pytest.approx(
         score_body(alone.body, words, stats, shared).score * 1.15)
-    ranked = rank_entries([alone, spread], "alembic migration", config=DEFAULTS, stats=stats)
+    # The second passage holds `migration` too: its share is off, so only the word counts.
+    config = DEFAULTS.replace(search_second_passage_share=0.0)
+    ranked = rank_entries([alone, spread], "alembic migration", config=config, stats=stats)
     assert [r.entry.path for r in ranked] == ["s1/chapters/001-a.md", "s2/chapters/001-b.md"]
     plain = rank_entries([alone, spread], "alembic migration", stats=stats,
-                         config=DEFAULTS.replace(search_chapter_share=0.0))
+                         config=config.replace(search_chapter_share=0.0))
     # A tie on the same best passage: the newer first.
     assert [r.entry.path for r in plain] == ["s2/chapters/001-b.md", "s1/chapters/001-a.md"]
     # `--explain` says what the share counted.
     from dsh_chapters_core.search.packing import explain_line, explained
 
     assert ranked[0].body.elsewhere == 1 and plain[1].body.elsewhere == 0
-    assert explained(ranked[0], DEFAULTS)["passage"]["wordsElsewhere"] == 1
-    assert "; 1 more word in the chapter)" in explain_line(ranked[0], DEFAULTS)
-    assert "more word" not in explain_line(ranked[1], DEFAULTS)
+    assert explained(ranked[0], config)["passage"]["wordsElsewhere"] == 1
+    assert "; 1 more word in the chapter)" in explain_line(ranked[0], config)
+    assert "more word" not in explain_line(ranked[1], config)
+
+
+def test_a_second_passage_that_answers_too_adds_a_share_of_its_score() -> None:
+    # Two chapters whose best passage is the same; in the first, another passage further down
+    # holds the question's words too. With `searchSecondPassageShare` the body scores its best
+    # passage plus that share of the second-best one's; with 0 the best passage alone.
+    def two_blocks(second: str) -> str:
+        return ("**User:**\n\n```text\nthe alembic upgrade stopped at revision 42\n```\n\n"
+                + "**Assistant:**\n\n```text\n" + "\n".join([FILLER] * 50 + [second])
+                + "\n```\n")
+    again = chapter("s1/chapters/001-a.md", body=two_blocks("alembic upgrade again"),
+                    date="2026-09-01T00:00:00Z")
+    once = chapter("s2/chapters/001-b.md", body=two_blocks("nothing else to say"),
+                   date="2026-09-02T00:00:00Z")
+    words = terms_of("alembic upgrade")
+    stats = stats_for(10, alembic=2, upgrade=5)
+    alone = score_body(once.body, words, stats)
+    plain = score_body(again.body, words, stats)  # RULES: the best passage alone
+    assert plain.score == alone.score and plain.second == alone.second == 0.0
+    lifted = dataclasses.replace(RULES, second_share=0.3)
+    found = score_body(again.body, words, stats, lifted)
+    assert 0.0 < found.second <= plain.score
+    assert found.passage == plain.passage
+    assert found.score == round(plain.score + 0.3 * found.second, 9)
+    assert score_body(once.body, words, stats, lifted).score == alone.score
+    ranked = rank_entries([once, again], "alembic upgrade", config=DEFAULTS, stats=stats)
+    assert [r.entry.path for r in ranked] == ["s1/chapters/001-a.md", "s2/chapters/001-b.md"]
+    flat = rank_entries([once, again], "alembic upgrade", stats=stats,
+                        config=DEFAULTS.replace(search_second_passage_share=0.0))
+    # A tie on the same best passage: the newer first.
+    assert [r.entry.path for r in flat] == ["s2/chapters/001-b.md", "s1/chapters/001-a.md"]
+    # `--explain` says what the second passage added.
+    from dsh_chapters_core.search.packing import explain_line, explained
+
+    second = explained(ranked[0], DEFAULTS)["passage"]["secondPassage"]
+    assert second == round(ranked[0].body.second, 4) > 0
+    assert f"; 0.3 × {second:.2f} from a second passage)" in explain_line(ranked[0], DEFAULTS)
+    assert "second passage" not in explain_line(ranked[1], DEFAULTS)
 
 
 def test_passages_are_the_blocks_the_archive_wrote() -> None:

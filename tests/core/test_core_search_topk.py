@@ -97,7 +97,7 @@ def indexed(entries: list[SearchEntry], config: Config) -> MemorySearchIndex:
 def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = "",
         core: frozenset[str] = frozenset(), window: TimeWindow | None = None,
         costs: tuple[int, int] = (EAGER_ROWS, LOOKUP_ROWS),
-        ) -> list[tuple[str, float, tuple[int, int]]]:
+        ) -> list[tuple[str, float, tuple[int, int, float]]]:
     words = body_terms(query, config)
     terms = tuple(dict.fromkeys(t for t in query.casefold().split() if t.isalnum()))
     from dsh_chapters_core.search.aliases import EMPTY_ALIASES
@@ -114,7 +114,7 @@ def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = ""
              for doc, h in index.field_hits(terms).items()}
     excluded = index.excluded(scope)
     dated = dict.fromkeys(index.dated(window), config.search_date_bonus) if window else {}
-    found = [(h.facts.path, h.score, (h.body.passage, h.body.elsewhere))
+    found = [(h.facts.path, h.score, (h.body.passage, h.body.elsewhere, h.body.second))
              for h in top_matches(body, front, excluded=excluded, facts=index.facts,
                                   dated=dated, eager_rows=costs[0], lookup_rows=costs[1])]
     assert matching(body, front, excluded) == len(found)
@@ -127,11 +127,11 @@ def top(index: MemorySearchIndex, query: str, config: Config, *, scope: str = ""
        st.sampled_from(["", "pk1"]), st.booleans(), st.sampled_from([0.0, 0.5, 4.0]),
        st.integers(1, 6), st.sampled_from([None, 1, 2, 3]), st.sampled_from([0.5, 2.0, 9.0]),
        st.sampled_from([(EAGER_ROWS, LOOKUP_ROWS), (0, LOOKUP_ROWS), (0, 0), (6, 1_000)]),
-       st.sampled_from([0.0, 0.15, 1.0]))
+       st.sampled_from([0.0, 0.15, 1.0]), st.sampled_from([0.0, 0.3, 1.0]))
 def test_pruned_top_matches_equal_scoring_every_document(
         seed: int, size: int, query: str, weight: float, lines: int, k1: float, b: float,
         scope: str, core: bool, phrase: float, near: int, day: int | None,
-        date_bonus: float, costs: tuple[int, int], share: float) -> None:
+        date_bonus: float, costs: tuple[int, int], share: float, second: float) -> None:
     # `costs` (rows walked before scoring, what a lookup costs) change only how much is read:
     # with no eager walk the bound does all the work, and lookups that cost nothing or a lot
     # keep or give up tightening ceilings one document at a time.
@@ -141,7 +141,7 @@ def test_pruned_top_matches_equal_scoring_every_document(
     config = DEFAULTS.replace(search_body_weight=weight, search_passage_lines=lines,
                               search_bm25_k1=k1, search_bm25_b=b, search_phrase_bonus=phrase,
                               search_phrase_terms=near, search_date_bonus=date_bonus,
-                              search_chapter_share=share)
+                              search_chapter_share=share, search_second_passage_share=second)
     # A question that names a day: the entries dated that day rank higher, if they match.
     window = (TimeWindow(((date(2026, 9, day), date(2026, 9, day + 1)),)) if day else None)
     core_ids = frozenset(e.rule_id for e in entries if e.rule_id) if core else frozenset()
@@ -152,7 +152,8 @@ def test_pruned_top_matches_equal_scoring_every_document(
     if scope:
         reference = tuple(s for s in reference if s.entry.project_key in (scope, ""))
     assert [(p, s) for p, s, _ in found] == [(s.entry.path, s.score) for s in reference]
-    assert [k for _, _, k in found] == [(s.body.passage, s.body.elsewhere) for s in reference]
+    assert [k for _, _, k in found] == [(s.body.passage, s.body.elsewhere, s.body.second)
+                                        for s in reference]
 
 
 def test_the_index_scores_a_body_as_the_reference_does() -> None:

@@ -436,6 +436,14 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=1.0,
     ),
     _s(
+        "searchSecondPassageShare",
+        0.3,
+        "share of a chapter's second-best passage score added to its best passage's (0: the "
+        "best passage alone)",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    _s(
         "searchPhraseTerms",
         3,
         "how close two query words' first mentions in a passage must be, in distinct terms, "
@@ -693,6 +701,7 @@ class Config:
     search_phrase_bonus: float = 0.0
     search_phrase_terms: int = 3
     search_chapter_share: float = 0.15
+    search_second_passage_share: float = 0.3
     search_query_max_chars: int = 2000
     search_query_max_words: int = 64
     search_snippet_chars: int = 160

@@ -203,7 +203,8 @@ def explained(scored: ScoredEntry, config: Config) -> dict[str, Any]:
         first = scored.entry.body_line + scored.body.first
         parts["passage"] = {"line": first, "lines": scored.body.lines,
                             "score": round(scored.body.score, 4),
-                            "wordsElsewhere": scored.body.elsewhere}
+                            "wordsElsewhere": scored.body.elsewhere,
+                            "secondPassage": round(scored.body.second, 4)}
     return parts
 
 
@@ -220,9 +221,12 @@ def explain_line(scored: ScoredEntry, config: Config) -> str:
             if key == "body" and "passage" in parts:
                 passage = parts["passage"]
                 end = passage["line"] + max(passage["lines"], 1) - 1
-                apart = passage["wordsElsewhere"]
+                apart, second = passage["wordsElsewhere"], passage["secondPassage"]
                 more = f"; {apart} more {'word' if apart == 1 else 'words'} in the chapter"
-                text += f" (lines {passage['line']}–{end}{more if apart else ''})"
+                also = (f"; {config.search_second_passage_share:g} × {second:.2f} from a "
+                        "second passage")
+                text += (f" (lines {passage['line']}–{end}{more if apart else ''}"
+                         f"{also if second else ''})")
             terms.append(text)
     return f"    why: {' + '.join(terms) or '0'} = {scored.score:.2f}"
 

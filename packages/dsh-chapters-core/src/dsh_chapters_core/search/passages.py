@@ -168,6 +168,7 @@ class PassageRules:
     phrase_bonus: float = 0.0
     phrase_terms: int = 3
     chapter_share: float = 0.0
+    second_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,13 +196,16 @@ class BodyMatch:
     """A body's best passage: its score (rounded as the scorer rounds), its index among the
     body's passages, and its body lines (0-based first line, line count). `passage` is -1
     when the body holds no query term. `elsewhere` counts the query words the passage lacks
-    and another passage of the body holds, when they counted (`chapter_share`)."""
+    and another passage of the body holds, when they counted (`chapter_share`). `second` is
+    the second-best passage's score, when a share of it counted (`second_share`): `score`
+    is the best passage's plus that share of it."""
 
     score: float
     passage: int = -1
     first: int = 0
     lines: int = 0
     elsewhere: int = 0
+    second: float = 0.0
 
     @property
     def matched(self) -> bool:
@@ -254,7 +258,8 @@ def term_ceiling(idf: float, most: int, shortest: int, k1: float, b: float,
 def best_passage(passages: Sequence[Passage], terms: Sequence[str], stats: BodyStats,
                  rules: PassageRules) -> BodyMatch:
     """The reference: the best passage of a body for these query terms (the first of equal
-    scores). The index computes the same from its postings (search/topk.py)."""
+    scores), its score raised by `second_share` of the second-best passage's. The index
+    computes the same from its postings (search/topk.py)."""
     if not passages or not terms:
         return NO_BODY_MATCH
     idf = [stats.idf(t) for t in terms]
@@ -263,7 +268,7 @@ def best_passage(passages: Sequence[Passage], terms: Sequence[str], stats: BodyS
     # The query terms the chapter holds anywhere: a passage's missing word that another
     # passage holds counts `share` of a held one (a question's words spread over a chapter).
     anywhere = sum(1 for t in terms if any(t in p.tf for p in passages)) if share else 0
-    best, at = -1.0, -1
+    best, at, second = -1.0, -1, 0.0
     for index, passage in enumerate(passages):
         tf = passage.tf
         tfs = [tf.get(t, 0) for t in terms]
@@ -274,12 +279,22 @@ def best_passage(passages: Sequence[Passage], terms: Sequence[str], stats: BodyS
                               [order.get(t, -1) for t in terms], rules.phrase_bonus,
                               rules.phrase_terms, anywhere, share)
         if score > best:
-            best, at = score, index
+            best, at, second = score, index, max(best, second)
+        elif score > second:
+            second = score
     if at < 0:
         return NO_BODY_MATCH
     found = passages[at]
     apart = anywhere - sum(1 for t in terms if t in found.tf) if share else 0
-    return BodyMatch(round(best, 9), at, found.first, found.lines, apart)
+    return BodyMatch(body_score(best, second, rules.second_share), at, found.first, found.lines,
+                     apart, round(second, 9) if rules.second_share else 0.0)
+
+
+def body_score(best: float, second: float, share: float) -> float:
+    """A body's score: its best passage's plus `share` of its second-best passage's, so a
+    chapter whose next passage answers too (a question's words spread over a few turns) ranks
+    above one that says them once. One expression, so the index and a plain scan agree."""
+    return round(best + share * second, 9) if share else round(best, 9)
 
 
 def body_stats(bodies: Iterable[Sequence[Passage]], terms: Sequence[str],

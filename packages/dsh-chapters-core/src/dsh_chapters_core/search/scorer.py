@@ -98,7 +98,7 @@ def passage_rules(config: Config) -> PassageRules:
     return PassageRules(config.search_bm25_k1, config.search_bm25_b,
                         config.search_passage_lines, config.search_snippet_chars,
                         config.search_phrase_bonus, config.search_phrase_terms,
-                        config.search_chapter_share)
+                        config.search_chapter_share, config.search_second_passage_share)
 
 
 def frontmatter_score(topic: float, title: int, summary: int, category: bool, core: float,

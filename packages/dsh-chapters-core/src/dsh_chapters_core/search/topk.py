@@ -7,7 +7,9 @@ holding it in one passage (m) and the fewest words of a passage holding it (l), 
 so its *ceiling* is known without scoring it, and its exact score needs only its own rows of
 each term's postings and its passages' lengths. No chapter is read. (A term the best passage
 lacks but another passage holds counts `chapter_share` of a held one: the passage's coverage
-never passes the share of terms the document holds somewhere, so the ceiling still holds.)
+never passes the share of terms the document holds somewhere, so the ceiling still holds.
+A body also adds `second_share` of its second-best passage's score, which is no more than its
+best passage's: the ceiling raised by that share still holds.)
 
 MaxScore (Turtle & Flood, 1995) over those: the terms are taken strongest first (the largest
 most-any-passage-can-add, usually the rarest). Only the documents holding a term taken so far
@@ -38,6 +40,7 @@ from dsh_chapters_core.search.passages import (
     BodyMatch,
     PassageRules,
     adjacent_pairs,
+    body_score,
     term_ceiling,
 )
 from dsh_chapters_core.search.scorer import ScoredEntry, dated_score, total_score
@@ -164,7 +167,7 @@ class BodyQuery:
                     mentions[at][i] = mention[row]
         if not acc:
             return NO_BODY_MATCH
-        best, at, apart = -1.0, -1, 0
+        best, at, apart, second = -1.0, -1, 0, 0.0
         for index in sorted(acc):
             bm25, count, _ = acc[index]
             elsewhere = anywhere - int(count) if share else 0
@@ -175,8 +178,12 @@ class BodyQuery:
                             and abs(seen[i] - seen[i - 1]) <= near)
                 score += bonus * pairs
             if score > best:
-                best, at, apart = score, index, elsewhere
-        return BodyMatch(round(best, 9), at, facts.firsts[at], facts.spans[at], apart)
+                best, at, apart, second = score, index, elsewhere, max(best, second)
+            elif score > second:
+                second = score
+        lift = rules.second_share
+        return BodyMatch(body_score(best, second, lift), at, facts.firsts[at], facts.spans[at],
+                         apart, round(second, 9) if lift else 0.0)
 
 
 def matching(body: BodyQuery, front: Mapping[int, float], excluded: AbstractSet[int]) -> int:
@@ -207,7 +214,10 @@ def top_matches(
     answer."""
     dated = dated or {}
     q = body.size if body.weight > 0 else 0
+    # A body adds a share of its second-best passage, which scores no more than its best: the
+    # ceilings of the best passage, raised by that share, still bound it.
     w = body.weight
+    lifted = w * (1.0 + body.rules.second_share)
     upper = [body.upper(i) for i in range(q)]
     # Strongest first; a term no body holds adds nothing and is left out.
     order = [i for i in sorted(range(q), key=lambda i: (-upper[i], i)) if upper[i] > 0]
@@ -241,7 +251,7 @@ def top_matches(
         total, n, rest = rest_bound()
         if not n:
             return -math.inf
-        return w * (total * n / q + bonus * pairs(rest)) + CEILING_MARGIN
+        return lifted * (total * n / q + bonus * pairs(rest)) + CEILING_MARGIN
 
     def ceiling(doc: int) -> float:
         total, n, rest = rest_bound()
@@ -251,7 +261,7 @@ def top_matches(
         tight = tightened.get(doc)
         if tight is not None:  # the terms not walked, read off this document's own rows
             total, n, rest = tight
-        body_part = (w * ((s + total) * (h + n) / q + bonus * pairs(mask | rest))
+        body_part = (lifted * ((s + total) * (h + n) / q + bonus * pairs(mask | rest))
                      if q and (h or n) else 0.0)
         return front.get(doc, 0.0) + dated.get(doc, 0.0) + body_part + CEILING_MARGIN
 
@@ -266,7 +276,8 @@ def top_matches(
             front_of, dated_of, sum_of, held_of = front.get, dated.get, sums.get, held.get
             for doc in candidates:
                 h = held_of(doc, 0)
-                body_part = w * ((sum_of(doc, 0.0) + total) * (h + n) / q) if h or n else 0.0
+                body_part = (lifted * ((sum_of(doc, 0.0) + total) * (h + n) / q) if h or n
+                             else 0.0)
                 heap.append((-(front_of(doc, 0.0) + dated_of(doc, 0.0) + body_part
                                + CEILING_MARGIN), doc))
         heapq.heapify(heap)
