@@ -110,18 +110,24 @@ def test_a_joined_word_is_evidence_of_every_query_word_it_holds() -> None:
     assert holds("called token_refresh again\n", words) == frozenset({0, 1})
 
 
+def two_chapters(later: str) -> tuple[SearchEntry, SearchEntry]:
+    """Two chapters whose first passage (a prompt about an alembic upgrade) is the same; the
+    first's reply ends, a passage further down, with `later`, the second's with other words.
+    The second is the newer."""
+    def body(last: str) -> str:
+        return ("**User:**\n\n```text\nthe alembic upgrade stopped at revision 42\n```\n\n"
+                + "**Assistant:**\n\n```text\n" + "\n".join([FILLER] * 50 + [last])
+                + "\n```\n")
+    return (chapter("s1/chapters/001-a.md", body=body(later), date="2026-09-01T00:00:00Z"),
+            chapter("s2/chapters/001-b.md", body=body("nothing else to say"),
+                    date="2026-09-02T00:00:00Z"))
+
+
 def test_a_question_word_elsewhere_in_the_chapter_counts_a_share_of_one() -> None:
     # Two chapters whose best passage is the same; the first also holds the question's other
     # word, in a passage of its own. With `searchChapterShare` that word counts a share of a
     # held one toward the best passage's coverage; with 0 only the passage's own words count.
-    def two_blocks(second: str) -> str:
-        return ("**User:**\n\n```text\nthe alembic upgrade stopped at revision 42\n```\n\n"
-                + "**Assistant:**\n\n```text\n" + "\n".join([FILLER] * 50 + [second])
-                + "\n```\n")
-    spread = chapter("s1/chapters/001-a.md", body=two_blocks("the migration is next"),
-                     date="2026-09-01T00:00:00Z")
-    alone = chapter("s2/chapters/001-b.md", body=two_blocks("nothing else to say"),
-                    date="2026-09-02T00:00:00Z")
+    spread, alone = two_chapters("the migration is next")
     assert len(body_passages(spread.body, RULES.lines)) >= 2
     words = terms_of("alembic migration")
     stats = stats_for(10, alembic=2, migration=5)
@@ -151,14 +157,7 @@ def test_a_second_passage_that_answers_too_adds_a_share_of_its_score() -> None:
     # Two chapters whose best passage is the same; in the first, another passage further down
     # holds the question's words too. With `searchSecondPassageShare` the body scores its best
     # passage plus that share of the second-best one's; with 0 the best passage alone.
-    def two_blocks(second: str) -> str:
-        return ("**User:**\n\n```text\nthe alembic upgrade stopped at revision 42\n```\n\n"
-                + "**Assistant:**\n\n```text\n" + "\n".join([FILLER] * 50 + [second])
-                + "\n```\n")
-    again = chapter("s1/chapters/001-a.md", body=two_blocks("alembic upgrade again"),
-                    date="2026-09-01T00:00:00Z")
-    once = chapter("s2/chapters/001-b.md", body=two_blocks("nothing else to say"),
-                   date="2026-09-02T00:00:00Z")
+    again, once = two_chapters("alembic upgrade again")
     words = terms_of("alembic upgrade")
     stats = stats_for(10, alembic=2, upgrade=5)
     alone = score_body(once.body, words, stats)
