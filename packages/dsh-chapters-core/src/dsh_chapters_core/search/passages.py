@@ -286,15 +286,19 @@ def best_passage(passages: Sequence[Passage], terms: Sequence[str], stats: BodyS
         return NO_BODY_MATCH
     found = passages[at]
     apart = anywhere - sum(1 for t in terms if t in found.tf) if share else 0
-    return BodyMatch(body_score(best, second, rules.second_share), at, found.first, found.lines,
-                     apart, round(second, 9) if rules.second_share else 0.0)
+    return body_match(best, second, rules.second_share, at, found.first, found.lines, apart)
 
 
-def body_score(best: float, second: float, share: float) -> float:
-    """A body's score: its best passage's plus `share` of its second-best passage's, so a
-    chapter whose next passage answers too (a question's words spread over a few turns) ranks
-    above one that says them once. One expression, so the index and a plain scan agree."""
-    return round(best + share * second, 9) if share else round(best, 9)
+def body_match(best: float, second: float, share: float, passage: int, first: int, lines: int,
+               elsewhere: int) -> BodyMatch:
+    """A body's match: its best passage's score plus `share` of its second-best passage's, so
+    a chapter whose next passage answers too (a question's words spread over a few turns)
+    ranks above one that says them once. One expression, so the index and a plain scan
+    agree."""
+    if not share:
+        return BodyMatch(round(best, 9), passage, first, lines, elsewhere)
+    return BodyMatch(round(best + share * second, 9), passage, first, lines, elsewhere,
+                     round(second, 9))
 
 
 def body_stats(bodies: Iterable[Sequence[Passage]], terms: Sequence[str],

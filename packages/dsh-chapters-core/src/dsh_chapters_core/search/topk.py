@@ -40,7 +40,7 @@ from dsh_chapters_core.search.passages import (
     BodyMatch,
     PassageRules,
     adjacent_pairs,
-    body_score,
+    body_match,
     term_ceiling,
 )
 from dsh_chapters_core.search.scorer import ScoredEntry, dated_score, total_score
@@ -181,9 +181,8 @@ class BodyQuery:
                 best, at, apart, second = score, index, elsewhere, max(best, second)
             elif score > second:
                 second = score
-        lift = rules.second_share
-        return BodyMatch(body_score(best, second, lift), at, facts.firsts[at], facts.spans[at],
-                         apart, round(second, 9) if lift else 0.0)
+        return body_match(best, second, rules.second_share, at, facts.firsts[at],
+                          facts.spans[at], apart)
 
 
 def matching(body: BodyQuery, front: Mapping[int, float], excluded: AbstractSet[int]) -> int:
