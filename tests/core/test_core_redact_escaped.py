@@ -5,9 +5,10 @@ as the plain form; the rendered body is redacted once more."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
-from dsh_chapters_core.redact import marker, redact
+from dsh_chapters_core.redact import _unescaped_view, marker, redact
 
 GHP = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 CASES = {
@@ -51,3 +52,21 @@ def test_a_secret_spelt_with_unicode_escapes_gets_the_plain_marker() -> None:
     out = redact(f"x {spelt} y").text
     assert out == f"x {marker('AKIAIOSFODNN7EXAMPLQ')} y"
     assert redact(out).text == out  # idempotent
+
+
+def test_a_span_found_through_escapes_maps_back_to_the_characters_it_came_from() -> None:
+    # The view is mapped back by the escapes' places alone: every character of it, escape or
+    # not, must come from the text's characters the mapping names.
+    rnd = random.Random(7)
+    pieces = ["a", "Z", " ", "\\", "u", "0", "\\u0022", "\\u003a", "\\u007e", "\\u00ff", "\\u0000"]
+    for _ in range(300):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 40))) + "\\u0041"
+        view = _unescaped_view(text)
+        assert view is not None
+        for index, char in enumerate(view.decoded):
+            source = text[view.start(index):view.end(index)]
+            assert source == char or (len(source) == 6 and chr(int(source[4:], 16)) == char)
+    secret = "AKIAIOSFODNN7EXAMPLQ"
+    text = "\\u0022" * 3 + "k " + "".join(f"\\u00{ord(c):02x}" for c in secret) + " \\u0026 tail"
+    out = redact(text).text
+    assert out == "\\u0022" * 3 + f"k {marker(secret)} \\u0026 tail"

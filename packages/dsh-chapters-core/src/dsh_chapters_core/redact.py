@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from dsh_chapters_core.errors import ConfigError
@@ -109,6 +110,7 @@ def _overlaps(span: tuple[int, int], protected: list[tuple[int, int]]) -> bool:
 # `\u0022`, `\u003a`, …: printable ASCII written as a JSON \u escape. Read through them, a
 # credential spelt with escaped quotes or separators is found like its plain form.
 _ASCII_ESCAPE = re.compile(r"\\u00([2-7][0-9a-fA-F])")
+_ESCAPE_SHRINK = len("\\u0022") - 1  # an escape is six characters of a text, one of its view
 
 
 def _candidates(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int, str]]:
@@ -123,30 +125,45 @@ def _candidates(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, i
     return candidates
 
 
-def _unescaped_view(text: str) -> tuple[str, list[int], list[int]] | None:
-    """`text` with its printable-ASCII `\\u00XX` escapes decoded, and for each character of
-    that view where it starts and ends in `text`; None when there is no such escape."""
+@dataclass(frozen=True, slots=True)
+class _EscapedView:
+    """`text` with its printable-ASCII `\\u00XX` escapes decoded, and the way back: each
+    escape's place in the view and in `text`. A span found in the view is mapped to `text`
+    through those alone (the text between two escapes is the same in both)."""
+
+    decoded: str
+    at_view: tuple[int, ...]  # where each escape's character stands in `decoded`
+    at_text: tuple[int, ...]  # where the escape itself starts in `text`
+
+    def start(self, index: int) -> int:
+        """Where the view's character at `index` starts in `text`."""
+        k = bisect_left(self.at_view, index)
+        if k < len(self.at_view) and self.at_view[k] == index:
+            return self.at_text[k]
+        return index + _ESCAPE_SHRINK * k
+
+    def end(self, index: int) -> int:
+        """Where the view's character at `index` ends in `text`."""
+        k = bisect_left(self.at_view, index)
+        if k < len(self.at_view) and self.at_view[k] == index:
+            return self.at_text[k] + _ESCAPE_SHRINK + 1
+        return index + _ESCAPE_SHRINK * k + 1
+
+
+def _unescaped_view(text: str) -> _EscapedView | None:
+    """The view of `text` through its `\\u00XX` escapes; None when there is no such escape."""
     if "\\u00" not in text:
         return None
-    pieces: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    cursor = 0
-    for match in _ASCII_ESCAPE.finditer(text):
-        plain = text[cursor : match.start()]
-        pieces.append(plain)
-        starts.extend(range(cursor, match.start()))
-        ends.extend(range(cursor + 1, match.start() + 1))
-        pieces.append(chr(int(match.group(1), 16)))
-        starts.append(match.start())
-        ends.append(match.end())
-        cursor = match.end()
-    if not pieces:
+    at_text = [m.start() for m in _ASCII_ESCAPE.finditer(text)]
+    if not at_text:
         return None
-    pieces.append(text[cursor:])
-    starts.extend(range(cursor, len(text)))
-    ends.extend(range(cursor + 1, len(text) + 1))
-    return "".join(pieces), starts, ends
+    decoded = _ASCII_ESCAPE.sub(_unescape, text)
+    return _EscapedView(decoded, tuple(at - _ESCAPE_SHRINK * k for k, at in enumerate(at_text)),
+                        tuple(at_text))
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return chr(int(match.group(1), 16))
 
 
 def _resolved(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int, str, str]]:
@@ -158,9 +175,9 @@ def _resolved(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int
     ]
     view = _unescaped_view(text)
     if view is not None:
-        decoded, starts, ends = view
-        for start, end, name in _candidates(decoded, extra_patterns):
-            candidates.append((starts[start], ends[end - 1], name, decoded[start:end]))
+        for start, end, name in _candidates(view.decoded, extra_patterns):
+            candidates.append((view.start(start), view.end(end - 1), name,
+                               view.decoded[start:end]))
     if not candidates:
         return []
     # A marker already in the text is never redacted again (idempotence).
