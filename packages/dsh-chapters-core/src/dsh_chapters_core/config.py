@@ -639,6 +639,8 @@ SETTINGS_BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    """Every setting's value: the defaults, or a config file's over them (`SETTINGS`)."""
+
     harness_id: str = ""
     project_key: str = ""
     knowledge_remote: str = ""

@@ -142,6 +142,8 @@ class SearchDoor:
 
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
+    """One question as a caller asks it: the words, the budget and what to show."""
+
     query: str
     max_tokens: int | None = None
     topic: str = ""
@@ -153,6 +155,8 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class DoorRanking:
+    """What one door ranked for a question, and how many documents it matched."""
+
     door: SearchDoor
     # All matches, or (bounded) the best `limit` of them, certified as they are read.
     ranked: Sequence[ScoredEntry]
@@ -162,6 +166,8 @@ class DoorRanking:
 
 @dataclass(frozen=True, slots=True)
 class RefreshReport:
+    """What bringing one door's index current did, and the vocabulary it proposed."""
+
     door: DoorName
     update: IndexUpdate
     candidates: tuple[VocabularyCandidate, ...] = ()
