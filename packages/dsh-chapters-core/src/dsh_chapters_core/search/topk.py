@@ -8,8 +8,9 @@ so its *ceiling* is known without scoring it, and its exact score needs only its
 each term's postings and its passages' lengths. No chapter is read. (A term the best passage
 lacks but another passage holds counts `chapter_share` of a held one: the passage's coverage
 never passes the share of terms the document holds somewhere, so the ceiling still holds.
-A body also adds `second_share` of its second-best passage's score, which is no more than its
-best passage's: the ceiling raised by that share still holds.)
+A body also adds `second_share` of its second-best passage's score. Two passages take each
+term's two largest additions at most, one each: so a term adds its most plus the share of its
+next most, and a term one passage alone holds adds no more than before.)
 
 MaxScore (Turtle & Flood, 1995) over those: the terms are taken strongest first (the largest
 most-any-passage-can-add, usually the rarest). Only the documents holding a term taken so far
@@ -213,16 +214,21 @@ def top_matches(
     answer."""
     dated = dated or {}
     q = body.size if body.weight > 0 else 0
-    # A body adds a share of its second-best passage, which scores no more than its best: the
-    # ceilings of the best passage, raised by that share, still bound it.
+    # A body adds a share of its second-best passage. Of two passages, one takes a term's most
+    # and the other at most its next most: so a term known by its rows adds its most plus the
+    # share of its next most (a term held in one passage adds its most), and a term known only
+    # by its bound adds that bound raised by the share.
     w = body.weight
-    lifted = w * (1.0 + body.rules.second_share)
+    share2 = body.rules.second_share
+    lifted = w * (1.0 + share2)
     upper = [body.upper(i) for i in range(q)]
     # Strongest first; a term no body holds adds nothing and is left out.
     order = [i for i in sorted(range(q), key=lambda i: (-upper[i], i)) if upper[i] > 0]
     rules, expected, idf = body.rules, body.expected, body.idf
     taken = 0  # how many of `order` are walked (their holders are candidates)
-    sums: dict[int, float] = {}  # per candidate: Σ ceiling of the walked terms it holds
+    # Per candidate: Σ over the walked terms it holds of the most the term adds to one of its
+    # passages plus the share of the next most (another passage's).
+    sums: dict[int, float] = {}
     held: dict[int, int] = {}  # per candidate: how many walked terms it holds
     masks: dict[int, int] = {}  # per candidate: which walked terms it holds (bit i: term i)
     bonus = rules.phrase_bonus
@@ -254,13 +260,14 @@ def top_matches(
 
     def ceiling(doc: int) -> float:
         total, n, rest = rest_bound()
+        total *= 1.0 + share2
         s = sums.get(doc, 0.0)
         h = held.get(doc, 0)
         mask = masks.get(doc, 0)
         tight = tightened.get(doc)
         if tight is not None:  # the terms not walked, read off this document's own rows
             total, n, rest = tight
-        body_part = (lifted * ((s + total) * (h + n) / q + bonus * pairs(mask | rest))
+        body_part = (w * (s + total) * (h + n) / q + lifted * bonus * pairs(mask | rest)
                      if q and (h or n) else 0.0)
         return front.get(doc, 0.0) + dated.get(doc, 0.0) + body_part + CEILING_MARGIN
 
@@ -272,11 +279,11 @@ def top_matches(
             heap.extend((-ceiling(doc), doc) for doc in candidates)
         else:  # `ceiling` written out: this runs once per candidate after every walk
             total, n, _ = rest_bound()
+            total *= 1.0 + share2
             front_of, dated_of, sum_of, held_of = front.get, dated.get, sums.get, held.get
             for doc in candidates:
                 h = held_of(doc, 0)
-                body_part = (lifted * ((sum_of(doc, 0.0) + total) * (h + n) / q) if h or n
-                             else 0.0)
+                body_part = w * (sum_of(doc, 0.0) + total) * (h + n) / q if h or n else 0.0
                 heap.append((-(front_of(doc, 0.0) + dated_of(doc, 0.0) + body_part
                                + CEILING_MARGIN), doc))
         heapq.heapify(heap)
@@ -291,16 +298,26 @@ def top_matches(
 
     def walk(i: int) -> None:
         """Term i's holders become candidates, each with the most the term adds to one of its
-        passages (exact per passage: its frequency and length are in the row)."""
+        passages plus the share of its next most (exact per passage: its frequency and length
+        are in the row). A document's rows are consecutive: its two largest are kept as they
+        are read."""
         p = body.postings[i]
         assert p is not None
         top, base, slope = shape[i]
         adds: dict[int, float] = {}
-        get = adds.get
+        at, most, next_most = -1, 0.0, 0.0
         for doc, tf, length in zip(p.docs, p.tf, p.length, strict=True):
             c = top * tf / (tf + base + slope * length)
-            if c > get(doc, 0.0):
-                adds[doc] = c
+            if doc != at:
+                if at >= 0:
+                    adds[at] = most + share2 * next_most
+                at, most, next_most = doc, c, 0.0
+            elif c > most:
+                most, next_most = c, most
+            elif c > next_most:
+                next_most = c
+        if at >= 0:
+            adds[at] = most + share2 * next_most
         for doc, c in adds.items():
             if doc in done:
                 continue
@@ -327,13 +344,15 @@ def top_matches(
                 continue
             top, base, slope = shape[i]
             tf, length = p.tf, p.length
-            most = 0.0
+            most = next_most = 0.0
             for r in range(lo, hi):
                 t = tf[r]
                 c = top * t / (t + base + slope * length[r])
                 if c > most:
-                    most = c
-            total += most
+                    most, next_most = c, most
+                elif c > next_most:
+                    next_most = c
+            total += most + share2 * next_most
             n += 1
             rest |= 1 << i
         tightened[doc] = (total, n, rest)
