@@ -219,8 +219,8 @@ def top_matches(
     # share of its next most (a term held in one passage adds its most), and a term known only
     # by its bound adds that bound raised by the share.
     w = body.weight
-    share2 = body.rules.second_share
-    lifted = w * (1.0 + share2)
+    second_share = body.rules.second_share
+    lifted = w * (1.0 + second_share)
     upper = [body.upper(i) for i in range(q)]
     # Strongest first; a term no body holds adds nothing and is left out.
     order = [i for i in sorted(range(q), key=lambda i: (-upper[i], i)) if upper[i] > 0]
@@ -260,7 +260,7 @@ def top_matches(
 
     def ceiling(doc: int) -> float:
         total, n, rest = rest_bound()
-        total *= 1.0 + share2
+        total *= 1.0 + second_share
         s = sums.get(doc, 0.0)
         h = held.get(doc, 0)
         mask = masks.get(doc, 0)
@@ -279,7 +279,7 @@ def top_matches(
             heap.extend((-ceiling(doc), doc) for doc in candidates)
         else:  # `ceiling` written out: this runs once per candidate after every walk
             total, n, _ = rest_bound()
-            total *= 1.0 + share2
+            total *= 1.0 + second_share
             front_of, dated_of, sum_of, held_of = front.get, dated.get, sums.get, held.get
             for doc in candidates:
                 h = held_of(doc, 0)
@@ -310,14 +310,14 @@ def top_matches(
             c = top * tf / (tf + base + slope * length)
             if doc != at:
                 if at >= 0:
-                    adds[at] = most + share2 * next_most
+                    adds[at] = most + second_share * next_most
                 at, most, next_most = doc, c, 0.0
             elif c > most:
                 most, next_most = c, most
             elif c > next_most:
                 next_most = c
         if at >= 0:
-            adds[at] = most + share2 * next_most
+            adds[at] = most + second_share * next_most
         for doc, c in adds.items():
             if doc in done:
                 continue
@@ -352,7 +352,7 @@ def top_matches(
                     most, next_most = c, most
                 elif c > next_most:
                     next_most = c
-            total += most + share2 * next_most
+            total += most + second_share * next_most
             n += 1
             rest |= 1 << i
         tightened[doc] = (total, n, rest)
