@@ -64,7 +64,7 @@ def test_a_span_found_through_escapes_maps_back_to_the_characters_it_came_from()
         view = _unescaped_view(text)
         assert view is not None
         for index, char in enumerate(view.decoded):
-            source = text[view.start(index):view.end(index)]
+            source = text[view.offset(index):view.offset(index + 1)]
             assert source == char or (len(source) == 6 and chr(int(source[4:], 16)) == char)
     secret = "AKIAIOSFODNN7EXAMPLQ"
     text = "\\u0022" * 3 + "k " + "".join(f"\\u00{ord(c):02x}" for c in secret) + " \\u0026 tail"

@@ -128,42 +128,39 @@ def _candidates(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, i
 @dataclass(frozen=True, slots=True)
 class _EscapedView:
     """`text` with its printable-ASCII `\\u00XX` escapes decoded, and the way back: each
-    escape's place in the view and in `text`. A span found in the view is mapped to `text`
-    through those alone (the text between two escapes is the same in both)."""
+    escape's place in the view and in `text`. The text between two escapes is the same in
+    both, so a place in the view maps back through those alone."""
 
     decoded: str
     at_view: tuple[int, ...]  # where each escape's character stands in `decoded`
     at_text: tuple[int, ...]  # where the escape itself starts in `text`
 
-    def start(self, index: int) -> int:
-        """Where the view's character at `index` starts in `text`."""
+    def offset(self, index: int) -> int:
+        """Where the view's character at `index` starts in `text` (its length past the end):
+        a span `[start, end)` of the view is `[offset(start), offset(end))` of `text`."""
         k = bisect_left(self.at_view, index)
         if k < len(self.at_view) and self.at_view[k] == index:
             return self.at_text[k]
         return index + _ESCAPE_SHRINK * k
-
-    def end(self, index: int) -> int:
-        """Where the view's character at `index` ends in `text`."""
-        k = bisect_left(self.at_view, index)
-        if k < len(self.at_view) and self.at_view[k] == index:
-            return self.at_text[k] + _ESCAPE_SHRINK + 1
-        return index + _ESCAPE_SHRINK * k + 1
 
 
 def _unescaped_view(text: str) -> _EscapedView | None:
     """The view of `text` through its `\\u00XX` escapes; None when there is no such escape."""
     if "\\u00" not in text:
         return None
-    at_text = [m.start() for m in _ASCII_ESCAPE.finditer(text)]
+    pieces: list[str] = []
+    at_text: list[int] = []
+    cursor = 0
+    for match in _ASCII_ESCAPE.finditer(text):
+        pieces += (text[cursor:match.start()], chr(int(match.group(1), 16)))
+        at_text.append(match.start())
+        cursor = match.end()
     if not at_text:
         return None
-    decoded = _ASCII_ESCAPE.sub(_unescape, text)
-    return _EscapedView(decoded, tuple(at - _ESCAPE_SHRINK * k for k, at in enumerate(at_text)),
+    pieces.append(text[cursor:])
+    return _EscapedView("".join(pieces),
+                        tuple(at - _ESCAPE_SHRINK * k for k, at in enumerate(at_text)),
                         tuple(at_text))
-
-
-def _unescape(match: re.Match[str]) -> str:
-    return chr(int(match.group(1), 16))
 
 
 def _resolved(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int, str, str]]:
@@ -176,7 +173,7 @@ def _resolved(text: str, extra_patterns: tuple[str, ...]) -> list[tuple[int, int
     view = _unescaped_view(text)
     if view is not None:
         for start, end, name in _candidates(view.decoded, extra_patterns):
-            candidates.append((view.start(start), view.end(end - 1), name,
+            candidates.append((view.offset(start), view.offset(end), name,
                                view.decoded[start:end]))
     if not candidates:
         return []

@@ -243,12 +243,13 @@ def top_matches(
     bounds: dict[int, tuple[float, int, int]] = {}
 
     def rest_bound() -> tuple[float, int, int]:
-        """The terms not walked yet: the most they add together, how many, which."""
+        """The terms not walked yet: the most they add together (each bound raised by the
+        second passage's share), how many, which."""
         found = bounds.get(taken)
         if found is None:
             rest = order[taken:]
-            found = bounds[taken] = (sum(upper[i] for i in rest), len(rest),
-                                     sum(1 << i for i in rest))
+            found = bounds[taken] = ((1.0 + second_share) * sum(upper[i] for i in rest),
+                                     len(rest), sum(1 << i for i in rest))
         return found
 
     def outside() -> float:
@@ -256,11 +257,10 @@ def top_matches(
         total, n, rest = rest_bound()
         if not n:
             return -math.inf
-        return lifted * (total * n / q + bonus * pairs(rest)) + CEILING_MARGIN
+        return w * total * n / q + lifted * bonus * pairs(rest) + CEILING_MARGIN
 
     def ceiling(doc: int) -> float:
         total, n, rest = rest_bound()
-        total *= 1.0 + second_share
         s = sums.get(doc, 0.0)
         h = held.get(doc, 0)
         mask = masks.get(doc, 0)
@@ -279,7 +279,6 @@ def top_matches(
             heap.extend((-ceiling(doc), doc) for doc in candidates)
         else:  # `ceiling` written out: this runs once per candidate after every walk
             total, n, _ = rest_bound()
-            total *= 1.0 + second_share
             front_of, dated_of, sum_of, held_of = front.get, dated.get, sums.get, held.get
             for doc in candidates:
                 h = held_of(doc, 0)
