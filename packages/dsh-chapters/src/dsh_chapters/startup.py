@@ -1,0 +1,103 @@
+"""Start-up: the methods stdlib dataclasses write, compiled once and kept like bytecode.
+
+The domain's records are frozen dataclasses (STYLE.md), and Python 3.11 writes each one's
+methods (`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`, `__delattr__`) as source
+text and compiles it every time the class is defined: in every process, for every class. A
+`chapters search` defines about fifty at start-up, and compiling their methods was about a
+sixth of the whole process (docs/performance.md). `dataclasses` compiles that text with the
+builtin `exec`; `install` gives the module an `exec` that looks the text up in a table of
+compiled code first.
+
+The table's key is the source text itself, so what it hands back is always the compilation of
+exactly that text: a class is the same with the table as without it. It is kept in one file
+beside this package's bytecode and written the way Python writes bytecode: never when bytecode
+is not written, through a temporary file and a rename, and ignored when it is unreadable or
+was written by another Python.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import marshal
+import os
+import sys
+from typing import Any
+
+# Written once per Python build: a table from another interpreter is never read.
+_HEADER = f"dsh-chapters dataclass methods\n{sys.version}\n".encode()
+# Past this many texts (classes of older versions piling up), the table is written again
+# with only what this process used.
+_MAX_ENTRIES = 4096
+
+
+class _CompiledTable:
+    """Source text -> code object, read from `path` and written back when it grew."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.codes: dict[str, Any] = {}
+        self.used: set[str] = set()
+        self.grew = False
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            if data.startswith(_HEADER):
+                table = marshal.loads(data[len(_HEADER):])
+                if isinstance(table, dict):
+                    self.codes = table
+        except (OSError, ValueError, EOFError, TypeError):
+            self.codes = {}  # unreadable: compiled again, and written again
+
+    def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
+        if type(source) is not str or globals is None:
+            # Not what dataclasses passes today: run it exactly as the builtin would, in the
+            # caller's globals.
+            frame_globals = sys._getframe(1).f_globals if globals is None else globals
+            builtins.exec(source, frame_globals, locals)
+            return
+        code = self.codes.get(source)
+        if code is None:
+            code = self.codes[source] = compile(source, "<string>", "exec")
+            self.grew = True
+        self.used.add(source)
+        builtins.exec(code, globals, locals)
+
+    def save(self) -> None:
+        if not self.grew or sys.dont_write_bytecode:
+            return
+        codes = self.codes
+        if len(codes) > _MAX_ENTRIES:
+            codes = {text: codes[text] for text in self.used}
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            temporary = f"{self.path}.{os.getpid()}.tmp"
+            with open(temporary, "wb") as f:
+                f.write(_HEADER + marshal.dumps(codes))
+            os.replace(temporary, self.path)
+        except (OSError, ValueError):
+            pass  # like bytecode: a cache that cannot be written is only slower
+
+
+def table_path() -> str:
+    """Where the table is kept: this package's bytecode directory (`__pycache__`, or under
+    `sys.pycache_prefix` when one is set), one file per Python version."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.pycache_prefix:
+        folder = os.path.join(sys.pycache_prefix, here.lstrip(os.sep))
+    else:
+        folder = os.path.join(here, "__pycache__")
+    return os.path.join(folder, f"dataclass-methods.{sys.implementation.cache_tag}.marshal")
+
+
+def install(path: str | None = None) -> _CompiledTable | None:
+    """Give `dataclasses` the table's `exec`, once per process; returns the table (None when
+    one was installed already, or `dataclasses` has an `exec` of its own)."""
+    if "exec" in vars(dataclasses):
+        return None
+    table = _CompiledTable(path or table_path())
+    dataclasses.exec = table.exec  # type: ignore[attr-defined]
+    import atexit
+
+    atexit.register(table.save)
+    return table

@@ -1,0 +1,167 @@
+"""The compiled table of dataclass methods (dsh_chapters/startup.py): a class defined through it
+is the class Python defines without it, the table is written like bytecode, and a bad table is
+only slower."""
+
+from __future__ import annotations
+
+import dataclasses
+import marshal
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dsh_chapters import startup
+
+_CLASS = '''
+from dataclasses import dataclass, field
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record."""
+
+    name: str
+    count: int = 0
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    hidden: str = field(default="", repr=False, compare=False)
+'''
+
+
+def _define(table: object | None) -> type:
+    """`Record` defined in a fresh module, through `table`'s exec (or the builtin's)."""
+    saved = vars(dataclasses).get("exec")
+    if table is None:
+        vars(dataclasses).pop("exec", None)
+    else:
+        dataclasses.exec = table.exec  # type: ignore[attr-defined]
+    try:
+        module = type(sys)("startup_fixture")
+        sys.modules["startup_fixture"] = module
+        namespace = module.__dict__
+        exec(compile(_CLASS, "startup_fixture.py", "exec"), namespace)
+        return namespace["Record"]  # type: ignore[return-value]
+    finally:
+        sys.modules.pop("startup_fixture", None)
+        if saved is None:
+            vars(dataclasses).pop("exec", None)
+        else:
+            dataclasses.exec = saved  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def table_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    yield tmp_path / "__pycache__" / "dataclass-methods.test.marshal"
+
+
+_METHODS = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__")
+
+
+def test_a_class_through_the_table_is_the_class_without_it(table_file: Path) -> None:
+    plain = _define(None)
+    table = startup._CompiledTable(str(table_file))
+    cached = _define(table)
+    assert table.grew and len(table.codes) == len(_METHODS)
+    for name in _METHODS:
+        a, b = getattr(plain, name).__code__, getattr(cached, name).__code__
+        assert (a.co_code, a.co_consts, a.co_names, a.co_varnames) == (
+            b.co_code, b.co_consts, b.co_names, b.co_varnames), name
+    one, two = cached("a", 2, ("x",), hidden="h"), cached("a", 2, ("x",), hidden="other")
+    assert one == two and hash(one) == hash(two)  # `hidden` is not compared
+    assert repr(one) == "Record(name='a', count=2, tags=('x',))"
+    assert cached("b").tags == () and cached("b").count == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one.name = "c"  # type: ignore[misc]
+    assert not hasattr(one, "__dict__")  # slots, as asked
+    assert cached.__doc__ == "A record."
+
+
+def test_the_saved_table_serves_the_next_process_without_compiling(table_file: Path) -> None:
+    first = startup._CompiledTable(str(table_file))
+    _define(first)
+    first.save()
+    assert table_file.read_bytes().startswith(startup._HEADER)
+    second = startup._CompiledTable(str(table_file))
+    assert set(second.codes) == set(first.codes)
+    record = _define(second)
+    assert not second.grew  # every method came from the table
+    assert record("a") == record("a")
+    mtime = table_file.stat().st_mtime_ns
+    second.save()  # nothing new: not written again
+    assert table_file.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize("content", [
+    b"", b"garbage", b"dsh-chapters dataclass methods\nPython 0.0\n" + marshal.dumps({}),
+    startup._HEADER + b"\x00\x01", startup._HEADER + marshal.dumps(["not", "a", "table"]),
+])
+def test_a_bad_table_is_only_slower(table_file: Path, content: bytes) -> None:
+    table_file.parent.mkdir(parents=True)
+    table_file.write_bytes(content)
+    table = startup._CompiledTable(str(table_file))
+    assert table.codes == {}
+    record = _define(table)
+    assert record("a", 1) == record("a", 1)
+    table.save()
+    assert set(startup._CompiledTable(str(table_file)).codes) == set(table.codes)
+
+
+def test_nothing_is_written_when_bytecode_is_not(table_file: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    table = startup._CompiledTable(str(table_file))
+    _define(table)
+    table.save()
+    assert not table_file.exists()
+
+
+def test_a_table_where_a_file_stands_is_not_an_error(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    (tmp_path / "__pycache__").write_text("a file, not a directory")
+    table = startup._CompiledTable(str(tmp_path / "__pycache__" / "t.marshal"))
+    _define(table)
+    table.save()  # the directory cannot be made: only slower
+    assert (tmp_path / "__pycache__").read_text() == "a file, not a directory"
+
+
+def test_an_overfull_table_is_written_again_with_what_was_used(
+        table_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(startup, "_MAX_ENTRIES", 10)
+    table = startup._CompiledTable(str(table_file))
+    for k in range(12):
+        table.exec(f"def __create_fn__():\n def f{k}(): return {k}\n return f{k}", {}, {})
+    table.used.clear()
+    _define(table)
+    table.save()
+    assert set(startup._CompiledTable(str(table_file)).codes) == table.used
+    assert len(table.used) == len(_METHODS)
+
+
+def test_other_calls_run_as_the_builtin_runs_them(table_file: Path) -> None:
+    table = startup._CompiledTable(str(table_file))
+    space: dict[str, object] = {}
+    table.exec(compile("x = 1", "<test>", "exec"), space, space)  # code, not text
+    assert space["x"] == 1
+    table.exec("found = __name__", None, space)  # no globals: the caller's, as the builtin
+    assert space["found"] == __name__
+    assert table.codes == {}
+
+
+def test_the_command_line_defines_its_records_through_the_table(tmp_path: Path) -> None:
+    probe = ("import dataclasses, dsh_chapters, dsh_chapters_core.config as c; "
+             "print(dataclasses.exec.__self__.path, c.Config().search_body_weight)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env=env, check=True).stdout.split()
+    name = f"dataclass-methods.{sys.implementation.cache_tag}.marshal"
+    assert out[0].startswith(str(tmp_path)) and out[0].endswith(name)  # the prefix is honoured
+    assert out[1] == "3.0"
+    written = Path(out[0])
+    assert written.read_bytes().startswith(startup._HEADER)  # written at exit, like bytecode
+    again = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           env=env, check=True).stdout.split()
+    assert again == out
