@@ -1,5 +1,3 @@
-import sys
+from dsh_chapters.cli import entry
 
-from dsh_chapters.cli import main
-
-sys.exit(main())
+entry()

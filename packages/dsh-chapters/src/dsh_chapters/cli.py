@@ -9,11 +9,13 @@ command being run is imported, so `chapters --help` pays for no adapter.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from dsh_chapters_core.errors import ArgumentError, ChaptersError, UsageError
 
@@ -21,7 +23,12 @@ from dsh_chapters.commands import COMMANDS, FAMILIES, build_parser
 from dsh_chapters.commands.invocation import Invocation, collector_paused
 from dsh_chapters.present import cli_argument, error_text, hint_text
 
-__all__ = ["COMMANDS", "FAMILIES", "Invocation", "build_parser", "main"]
+__all__ = ["COMMANDS", "FAMILIES", "Invocation", "build_parser", "entry", "leave", "main"]
+
+
+def entry() -> None:
+    """The `chapters` console script: `main`, then leave without tearing Python down."""
+    leave(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,6 +53,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with `code` as a normal exit would (output flushed, exit handlers run), less the
+    interpreter's teardown: freeing every module, class and object one at a time took about
+    20 ms of a 150 ms search process, and the system frees a process's memory at once (mypy
+    leaves the same way). While another thread still runs, the normal exit waits for it."""
+    import atexit
+
+    threading = sys.modules.get("threading")
+    run_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_handlers is None or (threading is not None and threading.active_count() > 1):
+        sys.exit(code)
+    _flush()
+    run_handlers()
+    _flush()
+    os._exit(code)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        # A reader that went away (a closed pipe) or a closed stream: nothing to deliver.
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
 
 
 def _fail(exc: ChaptersError, code: int, words: Sequence[str]) -> int:
