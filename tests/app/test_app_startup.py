@@ -37,13 +37,13 @@ def _define(table: object | None) -> type:
     else:
         dataclasses.exec = table.exec  # type: ignore[attr-defined]
     try:
-        module = type(sys)("startup_fixture")
-        sys.modules["startup_fixture"] = module
+        module = type(sys)("dsh_chapters_startup_fixture")
+        sys.modules["dsh_chapters_startup_fixture"] = module
         namespace = module.__dict__
         exec(compile(_CLASS, "startup_fixture.py", "exec"), namespace)
         return namespace["Record"]  # type: ignore[return-value]
     finally:
-        sys.modules.pop("startup_fixture", None)
+        sys.modules.pop("dsh_chapters_startup_fixture", None)
         if saved is None:
             vars(dataclasses).pop("exec", None)
         else:
@@ -132,7 +132,8 @@ def test_an_overfull_table_is_written_again_with_what_was_used(
     monkeypatch.setattr(startup, "_MAX_ENTRIES", 10)
     table = startup._CompiledTable(str(table_file))
     for k in range(12):
-        table.exec(f"def __create_fn__():\n def f{k}(): return {k}\n return f{k}", {}, {})
+        table.exec(f"def __create_fn__():\n def f{k}(): return {k}\n return f{k}",
+                   {"__name__": "dsh_chapters_x"}, {})
     table.used.clear()
     _define(table)
     table.save()
@@ -147,7 +148,20 @@ def test_other_calls_run_as_the_builtin_runs_them(table_file: Path) -> None:
     assert space["x"] == 1
     table.exec("found = __name__", None, space)  # no globals: the caller's, as the builtin
     assert space["found"] == __name__
+    theirs = {"__name__": "a_library"}
+    table.exec("y = 2", theirs)  # not one of our modules: compiled as the builtin would
+    assert theirs["y"] == 2
     assert table.codes == {}
+
+
+def test_a_damaged_entry_is_compiled_again(table_file: Path) -> None:
+    first = startup._CompiledTable(str(table_file))
+    _define(first)
+    damaged = iter([b"not marshal", marshal.dumps(None), marshal.dumps(1), b""] * 2)
+    first.codes = {text: next(damaged) for text in first.codes}
+    first.grew = False
+    record = _define(first)
+    assert first.grew and record("a") == record("a")
 
 
 def test_the_command_line_defines_its_records_through_the_table(tmp_path: Path) -> None:

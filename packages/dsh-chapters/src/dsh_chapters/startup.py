@@ -22,6 +22,7 @@ import dataclasses
 import marshal
 import os
 import sys
+from types import CodeType
 from typing import Any
 
 # Written once per Python build: a table from another interpreter is never read.
@@ -29,14 +30,17 @@ _HEADER = f"dsh-chapters dataclass methods\n{sys.version}\n".encode()
 # Past this many texts (classes of older versions piling up), the table is written again
 # with only what this process used.
 _MAX_ENTRIES = 4096
+# The modules whose records the table holds: this project's packages and plugins.
+_OURS = "dsh_chapters"
 
 
 class _CompiledTable:
-    """Source text -> code object, read from `path` and written back when it grew."""
+    """Source text -> compiled code (marshalled, read back on use), read from `path` and
+    written back when it grew. Only our own packages' records go through it."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.codes: dict[str, Any] = {}
+        self.codes: dict[str, bytes] = {}
         self.used: set[str] = set()
         self.grew = False
         try:
@@ -50,18 +54,30 @@ class _CompiledTable:
             self.codes = {}  # unreadable: compiled again, and written again
 
     def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
-        if type(source) is not str or globals is None:
-            # Not what dataclasses passes today: run it exactly as the builtin would, in the
-            # caller's globals.
+        if (type(source) is not str or globals is None
+                or not str(globals.get("__name__", "")).startswith(_OURS)):
+            # Not a record of ours (a plugin's, a library's), or not what dataclasses passes
+            # today: run it exactly as the builtin would, in the caller's globals.
             frame_globals = sys._getframe(1).f_globals if globals is None else globals
             builtins.exec(source, frame_globals, locals)
             return
-        code = self.codes.get(source)
-        if code is None:
-            code = self.codes[source] = compile(source, "<string>", "exec")
-            self.grew = True
+        code = self._code(source)
         self.used.add(source)
         builtins.exec(code, globals, locals)
+
+    def _code(self, source: str) -> Any:
+        blob = self.codes.get(source)
+        if type(blob) is bytes:
+            try:
+                code = marshal.loads(blob)  # one method's code: the table is read as used
+            except (ValueError, EOFError, TypeError):
+                code = None  # a damaged entry: compiled again, and written again
+            if isinstance(code, CodeType):
+                return code
+        code = compile(source, "<string>", "exec")
+        self.codes[source] = marshal.dumps(code)
+        self.grew = True
+        return code
 
     def save(self) -> None:
         if not self.grew or sys.dont_write_bytecode:
