@@ -99,8 +99,8 @@ def table_path() -> str:
     """Where the table is kept: this package's bytecode directory (`__pycache__`, or under
     `sys.pycache_prefix` when one is set), one file per Python version."""
     here = os.path.dirname(os.path.abspath(__file__))
-    if sys.pycache_prefix:
-        folder = os.path.join(sys.pycache_prefix, here.lstrip(os.sep))
+    if sys.pycache_prefix:  # as Python places bytecode there: the path less its drive
+        folder = os.path.join(sys.pycache_prefix, os.path.splitdrive(here)[1].lstrip(os.sep))
     else:
         folder = os.path.join(here, "__pycache__")
     return os.path.join(folder, f"dataclass-methods.{sys.implementation.cache_tag}.marshal")
