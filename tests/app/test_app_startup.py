@@ -179,3 +179,12 @@ def test_the_command_line_defines_its_records_through_the_table(tmp_path: Path) 
     again = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                            env=env, check=True).stdout.split()
     assert again == out
+
+
+def test_a_table_that_cannot_replace_the_old_one_leaves_nothing_behind(
+        table_file: Path) -> None:
+    table_file.mkdir(parents=True)  # a directory where the table goes: the rename fails
+    table = startup._CompiledTable(str(table_file))
+    _define(table)
+    table.save()
+    assert table_file.is_dir() and list(table_file.parent.iterdir()) == [table_file]

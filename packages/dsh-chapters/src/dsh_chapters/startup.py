@@ -3,10 +3,10 @@
 The domain's records are frozen dataclasses (STYLE.md), and Python 3.11 writes each one's
 methods (`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`, `__delattr__`) as source
 text and compiles it every time the class is defined: in every process, for every class. A
-`chapters search` defines about fifty at start-up, and compiling their methods was about a
-sixth of the whole process (docs/performance.md). `dataclasses` compiles that text with the
-builtin `exec`; `install` gives the module an `exec` that looks the text up in a table of
-compiled code first.
+`chapters search` defines about fifty at start-up, and compiling their methods took about
+45 ms of a 200 ms search process (docs/search.md, "Speed"). `dataclasses` compiles that text
+with the builtin `exec`; `install` gives the module an `exec` that looks the text up in a table
+of compiled code first.
 
 The table's key is the source text itself, so what it hands back is always the compilation of
 exactly that text: a class is the same with the table as without it. It is kept in one file
@@ -18,6 +18,7 @@ was written by another Python.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import marshal
 import os
@@ -65,7 +66,7 @@ class _CompiledTable:
         self.used.add(source)
         builtins.exec(code, globals, locals)
 
-    def _code(self, source: str) -> Any:
+    def _code(self, source: str) -> CodeType:
         blob = self.codes.get(source)
         if type(blob) is bytes:
             try:
@@ -85,14 +86,16 @@ class _CompiledTable:
         codes = self.codes
         if len(codes) > _MAX_ENTRIES:
             codes = {text: codes[text] for text in self.used}
+        temporary = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            temporary = f"{self.path}.{os.getpid()}.tmp"
             with open(temporary, "wb") as f:
                 f.write(_HEADER + marshal.dumps(codes))
             os.replace(temporary, self.path)
         except (OSError, ValueError):
-            pass  # like bytecode: a cache that cannot be written is only slower
+            # Like bytecode: a table that cannot be written leaves the next process only slower.
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
 
 
 def table_path() -> str:
