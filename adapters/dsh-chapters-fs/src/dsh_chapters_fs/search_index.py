@@ -165,9 +165,9 @@ def _unpack(blobs: Iterable[bytes],
     return holders, rows
 
 
-def _joined_head(blobs: Sequence[bytes]) -> tuple[int, int, int, int]:
-    """The head of these blobs' rows taken together (adjacent segments, no document in two)."""
-    heads = [_HEAD.unpack_from(b) for b in blobs]
+def _joined_head(heads: Sequence[tuple[int, ...]]) -> tuple[int, int, int, int]:
+    """The head of these blobs' rows taken together, from their heads (adjacent segments, no
+    document in two)."""
     return (sum(h[0] for h in heads), max(h[1] for h in heads), min(h[2] for h in heads),
             sum(h[3] for h in heads))
 
@@ -187,7 +187,7 @@ def _merged(blobs: Sequence[bytes], dead: AbstractSet[int]) -> bytes:
         if not dead.isdisjoint(holders):
             _, rows = _unpack(blobs, dead)
             return _blob(rows) if rows else b""
-    head = _HEAD.pack(*_joined_head(blobs))
+    head = _HEAD.pack(*_joined_head([_HEAD.unpack_from(b) for b in blobs]))
     return b"".join([head, *(b[_HEAD.size:e] for b, e in zip(blobs, ends, strict=True)),
                      *(b[e:] for b, e in zip(blobs, ends, strict=True))])
 
@@ -199,11 +199,10 @@ def _postings(blobs: Iterable[bytes]) -> TermPostings | None:
     word's postings are held once, not as blobs, rows and columns together."""
     holders = array(_U32)
     columns = tuple(array(_U32) for _ in range(_ROW))
-    heads: list[tuple[int, int, int, int]] = []
+    heads: list[tuple[int, ...]] = []
     for blob in blobs:
-        head = _HEAD.unpack_from(blob)
-        heads.append(head)
-        end = _HEAD.size + 4 * head[3]
+        heads.append(_HEAD.unpack_from(blob))
+        end = _rows_at(blob)
         view = memoryview(blob)
         holders.frombytes(view[_HEAD.size:end])
         rows = array(_U32)
@@ -213,8 +212,8 @@ def _postings(blobs: Iterable[bytes]) -> TermPostings | None:
     docs, passage, tf, length, mention = columns
     if not docs:
         return None
-    return TermPostings(docs, passage, tf, length, max(h[1] for h in heads),
-                        min(h[2] for h in heads), mention, holders)
+    _, most, shortest, _ = _joined_head(heads)
+    return TermPostings(docs, passage, tf, length, most, shortest, mention, holders)
 
 
 def _labels(text: str) -> tuple[str, ...]:
