@@ -76,6 +76,31 @@ def test_every_id_list_prints_opens_its_chapter_in_show_and_artifact(run: Runner
     assert _json(run, "show", first["path"])["path"] == first["path"]
 
 
+def test_an_archive_names_what_it_wrote_by_the_ids_list_prints(run: Runner,
+                                                               tmp_path: Path) -> None:
+    """The archive's report names its chapters from one listing of the store's sessions, not
+    of every chapter: the same ids `chapters list` prints, a longer one where two sessions
+    share their first eight characters."""
+    assert run("archive", "--final", str(CODEX_FILE)).code == 0
+    session = _json(run, "list")[0]["path"].split("/")[1]  # its folder: the whole id
+    store = tmp_path / "acme-api" / ".dsh-chapters"
+    twin = store / (session[:8] + "-0000-twin")  # shares its first eight characters
+    (twin / "chapters").mkdir(parents=True)
+    shutil.copy(next((store / session / "chapters").glob("*.md")),
+                twin / "chapters")
+    printed = run("archive", "--final", str(CLAUDE_MAIN))
+    assert printed.code == 0, printed.err
+    listed = {r["id"]: r["title"] for r in _json(run, "list")}
+    lines = printed.out.split("  chapters ")[1].splitlines()[1:]
+    named = [line.split()[0] for line in lines if line.startswith("    ")]
+    assert named and all(name in listed for name in named), (named, sorted(listed))
+    assert any(name.startswith(session[:8]) for name in listed)
+    again = run("archive", "--final", str(CODEX_FILE))  # nothing new: no chapter to name
+    assert again.code == 0 and "0 written" in again.out
+    shorts = {name.split("/")[0] for name in listed}
+    assert session[:8] not in shorts and len(shorts) == 3  # the twins are told apart
+
+
 def test_a_number_several_sessions_have_is_refused_with_the_ids_it_could_mean(
         run: Runner) -> None:
     for file in (CLAUDE_MAIN, CODEX_FILE):

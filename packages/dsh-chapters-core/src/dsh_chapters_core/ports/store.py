@@ -104,6 +104,11 @@ class ChapterStore(Protocol):
         typed id (`<short-session>/<n>`) needs, at the cost of listing folders."""
         ...
 
+    def sessions(self) -> list[str]:
+        """The root session ids with a folder in the store, sorted: one listing, no chapter
+        folder opened (what names a few chapters by typed id needs)."""
+        ...
+
     def document(self, path: str) -> Document:
         """One chapter or rule by store-relative path, without reading the others."""
         ...

@@ -16,6 +16,7 @@ from typing import Any
 from dsh_chapters_core.documents import Document, DocumentKind
 from dsh_chapters_core.errors import BodyChangedError, ChaptersError
 from dsh_chapters_core.frontmatter import split_frontmatter
+from dsh_chapters_core.pool_layout import is_session_id
 from dsh_chapters_core.ports.store import LockState
 
 
@@ -174,6 +175,10 @@ class FakeChapterStore:
 
     def chapter_paths(self) -> list[str]:
         return [p for p in sorted(self.files) if "/chapters/" in p and p.endswith(".md")]
+
+    def sessions(self) -> list[str]:
+        return sorted({p.split("/", 1)[0] for p in self.files
+                       if is_session_id(p.split("/", 1)[0])})
 
     def session_chapters(self, root_session_id: str) -> Iterator[Document]:
         prefix = f"{root_session_id}/chapters/"

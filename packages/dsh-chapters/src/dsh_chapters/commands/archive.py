@@ -47,7 +47,8 @@ def run_archive(args: argparse.Namespace, inv: Invocation) -> int:
     report = archive_and_log(app, transcript, final=bool(getattr(args, "final", False)))
     outcome = sync_point(app)
     pool_line = pool.describe_sync_point(outcome)
-    lines = report_lines(report, ids=chapter_ids(app), wide=args.wide)
+    lines = report_lines(report, ids=chapter_ids(app, (c.path for c in report.chapters)),
+                         wide=args.wide)
     inv.emit({**report.to_dict(), "pool": pool.sync_point_json(outcome)},
              fold("\n".join([*lines, *([pool_line] if pool_line else [])]), wide=args.wide))
     return 0
@@ -125,7 +126,7 @@ def import_lines(app: App, result: ImportResult, *, wide: bool = False,
     """An import's report: each session's (unless `reports` is off), then the totals."""
     lines: list[str] = []
     if reports:
-        ids = chapter_ids(app) if result.reports else {}
+        ids = chapter_ids(app, (c.path for r in result.reports for c in r.chapters))
         for report in result.reports:
             lines.extend(report_lines(report, ids=ids, wide=wide))
     lines.append(f"imported {len(result.reports)} of {len(result.files)} {result.harness} "

@@ -12,6 +12,7 @@ document of the store or of the pool mirror (what search prints), never another 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,14 +49,17 @@ def short_sessions(sessions: Iterable[str]) -> dict[str, str]:
     no other session starts with (the whole name when it is that short, or a prefix of
     another's)."""
     names = sorted(set(sessions))
-    shorts: dict[str, str] = {}
-    for i, name in enumerate(names):
-        neighbours = names[max(0, i - 1):i] + names[i + 1:i + 2]  # sorted: only these can clash
-        length = SHORT_SESSION_CHARS
-        while length < len(name) and any(n.startswith(name[:length]) for n in neighbours):
-            length += 1
-        shorts[name] = name[:length]
-    return shorts
+    return {name: _short(names, i) for i, name in enumerate(names)}
+
+
+def _short(names: Sequence[str], i: int) -> str:
+    """`names[i]`'s short form among the sorted `names`: only its neighbours can clash."""
+    name = names[i]
+    neighbours = [*names[max(0, i - 1):i], *names[i + 1:i + 2]]
+    length = SHORT_SESSION_CHARS
+    while length < len(name) and any(n.startswith(name[:length]) for n in neighbours):
+        length += 1
+    return name[:length]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +92,26 @@ def sessions_by_date(documents: Sequence[Document]) -> list[SessionChapters]:
     return sorted(sessions, key=lambda s: (not s.started, s.started, s.session))
 
 
-def chapter_ids(app: App) -> Mapping[str, str]:
-    """Each chapter's store path -> its typed id (`<short-session>/<n>`), from the paths alone:
-    an archive prints ids after every turn, and parsing every chapter's frontmatter for them
-    took seconds in a store of a few thousand chapters."""
-    return _ids_of(app.store.chapter_paths())
+def chapter_ids(app: App, paths: Iterable[str] | None = None) -> Mapping[str, str]:
+    """Each chapter's store path -> its typed id (`<short-session>/<n>`), from the paths alone
+    (parsing every chapter's frontmatter for them took seconds in a store of a few thousand
+    chapters). With `paths`, only those chapters are named, against one listing of the store's
+    sessions: an archive names what it wrote after every turn, and listing every session's
+    chapters for that took a second at 100,000 chapters."""
+    if paths is None:
+        return _ids_of(app.store.chapter_paths())
+    wanted = list(paths)
+    if not wanted:
+        return {}
+    names = app.store.sessions()
+    out: dict[str, str] = {}
+    for path in wanted:
+        session = _session_of(path)
+        at = bisect.bisect_left(names, session)
+        found = at < len(names) and names[at] == session
+        short = _short(names, at) if found else session[:SHORT_SESSION_CHARS]
+        out[path] = f"{short}/{_number_of(path)}"
+    return out
 
 
 def expand_chapter_id(app: App, ident: str) -> str | None:
