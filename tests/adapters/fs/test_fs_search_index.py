@@ -397,18 +397,23 @@ def test_another_passage_size_drops_the_file(tmp_path: Path) -> None:
         assert index.count() == 0 and index.state() == {}
 
 
+# A column value now and then past 16 bits: such a column is stored 32 bits wide.
+_VALUE = st.one_of(st.integers(1, 400), st.integers(65_530, 70_000))
+
+
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 9), st.integers(1, 400),
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 9), _VALUE,
                                    st.integers(0, 30)), min_size=1, max_size=6),
                 min_size=1, max_size=5),
        st.sets(st.integers(0, 60), max_size=6))
 def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
         parts: list[list[tuple[int, int, int, int]]], dead: set[int]) -> None:
     """Adjacent segments hold ascending, distinct documents; a merge without dead holders joins
-    the blobs from their heads, one with them drops their rows: both as `_blob(_unpack())`."""
+    the blobs from their heads, one with them drops their rows: both as `_blob(_unpack())`.
+    Postings read from the blobs, merged or not, are the rows' columns."""
     from array import array
 
-    from dsh_chapters_fs.search_index import _U32, _blob, _merged, _unpack
+    from dsh_chapters_fs.search_index import _U32, _blob, _merged, _postings, _unpack
 
     blobs, doc = [], 0
     for rows in parts:
@@ -419,4 +424,16 @@ def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
             flat.extend((doc, passage, tf, length, mention))
         blobs.append(_blob(flat))
     _, kept = _unpack(blobs, frozenset(dead))
-    assert _merged(blobs, frozenset(dead)) == (_blob(kept) if kept else b"")
+    merged = _merged(blobs, frozenset(dead))
+    assert merged == (_blob(kept) if kept else b"")
+    _, everything = _unpack(blobs)
+    for read, rows in ((_postings(blobs), everything), (_postings([merged] if merged else []),
+                                                        kept)):
+        if not rows:
+            assert read is None
+            continue
+        assert read is not None
+        got = (read.docs, read.passage, read.tf, read.length, read.mention)
+        assert [list(c) for c in got] == [list(rows[k::5]) for k in range(5)]
+        assert (read.most, read.shortest) == (max(rows[2::5]), min(rows[3::5]))
+        assert list(read.holders) == list(dict.fromkeys(rows[0::5]))

@@ -7,7 +7,7 @@ deleting it is always safe (the next search or `chapters index` builds it again)
   passage its words, first body line and line count), so a query never reads a chapter.
 - `fields`: the frontmatter postings, one row per (term, document) with the fields it is in.
 - `postings`: the body postings, one row per (segment, term): a blob of the term's postings
-  over the segment's documents (`topk.TermPostings`, packed as unsigned 32-bit arrays).
+  over the segment's documents (`topk.TermPostings`, packed column by column, see `_blob`).
 
 Documents are written in *segments*, a batch at a time, so writing a chapter appends rows and
 never rewrites a long posting list (the way Lucene writes). A document gets an id larger than
@@ -39,7 +39,7 @@ from dsh_chapters_core.search.passages import BodyStats, body_passages
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.topk import DocFacts, TermPostings
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 _U32 = "I" if array("I").itemsize == 4 else "L"
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
@@ -124,37 +124,78 @@ class _Segment:
 
 
 _ROW = 5  # numbers per row: document, passage, frequency, passage words, first mention
+_U16 = "H"
 
 
 # A blob's head: its rows, the most any passage holds the term, the shortest passage that holds
-# it, and its holders; four unsigned 32-bit numbers in the machine's order, as array(_U32).
-_HEAD = struct.Struct("=4I")
+# it and its holders (unsigned 32-bit numbers in the machine's order), then the width in bytes
+# of each column after the documents' (passage, frequency, passage words, first mention).
+_HEAD = struct.Struct("=4I4B")
+
+
+def _width(column: array[int]) -> int:
+    """2 when every value fits 16 bits (nearly always: a passage's index, a term's count in
+    it, its words, a term's first mention), else 4."""
+    return 2 if not column or max(column) < 1 << 16 else 4
 
 
 def _blob(rows: array[int]) -> bytes:
-    """A term's rows over a segment: a head (`_HEAD`), the distinct documents holding it (its
-    document frequency, without a pass over the rows), then the rows, flat."""
-    docs = rows[0::_ROW]
+    """A term's rows over a segment, by column: a head (`_HEAD`), the distinct documents holding
+    it (its document frequency, without a pass over the rows), then each column of the rows
+    whole (documents, passages, frequencies, passage words, first mentions), the last four in
+    16 bits where they fit. A reader copies each column out in one piece, and a common word's
+    postings take 12 bytes a row instead of 20."""
+    columns = [rows[k::_ROW] for k in range(_ROW)]
+    docs = columns[0]
     holders = array(_U32, dict.fromkeys(docs))  # in order: the rows are in document order
-    head = _HEAD.pack(len(docs), max(rows[2::_ROW]), min(rows[3::_ROW]), len(holders))
-    return head + holders.tobytes() + rows.tobytes()
+    widths = [_width(c) for c in columns[1:]]
+    head = _HEAD.pack(len(docs), max(columns[2]), min(columns[3]), len(holders), *widths)
+    packed = [holders.tobytes(), docs.tobytes()]
+    packed += [(array(_U16, c) if w == 2 else c).tobytes() for c, w in zip(columns[1:], widths,
+                                                                           strict=True)]
+    return head + b"".join(packed)
 
 
-def _rows_at(blob: bytes) -> int:
-    """Where a blob's rows start: after its head and its holders."""
-    return _HEAD.size + 4 * int(_HEAD.unpack_from(blob)[3])
+def _parts(blob: bytes) -> tuple[tuple[int, ...], list[memoryview]]:
+    """A blob's head and its six parts (holders, then the five columns), as views."""
+    head = _HEAD.unpack_from(blob)
+    rows, holders = head[0], head[3]
+    sizes = [4 * holders, 4 * rows, *(w * rows for w in head[4:])]
+    view = memoryview(blob)
+    parts, at = [], _HEAD.size
+    for size in sizes:
+        parts.append(view[at:at + size])
+        at += size
+    return head, parts
+
+
+def _extend(column: array[int] | None, part: memoryview, width: int) -> array[int]:
+    """`column` with one blob's part of it appended: copied in one piece when the widths
+    agree, else widened to 32 bits (a column past 16 bits is rare)."""
+    if column is None:
+        column = array(_U32 if width == 4 else _U16)
+    if column.itemsize == width:
+        column.frombytes(part)
+        return column
+    if column.itemsize < width:  # widen what was read so far
+        column = array(_U32, column)
+        column.frombytes(part)
+        return column
+    narrow = array(_U16)
+    narrow.frombytes(part)
+    column.extend(array(_U32, narrow))
+    return column
 
 
 def _unpack(blobs: Iterable[bytes],
             dead: AbstractSet[int] = frozenset()) -> tuple[array[int], array[int]]:
-    """A term's (holders, rows) from segment blobs in segment order (so in document order);
-    with `dead`, those documents' rows are dropped (a merge)."""
-    holders, rows = array(_U32), array(_U32)
-    for blob in blobs:
-        view = memoryview(blob)
-        end = _rows_at(blob)
-        holders.frombytes(view[_HEAD.size:end])
-        rows.frombytes(view[end:])
+    """A term's (holders, rows) from segment blobs in segment order (so in document order),
+    the rows flat as `_blob` takes them; with `dead`, those documents' rows are dropped (a
+    merge)."""
+    holders, columns = _read_columns(blobs)
+    rows = array(_U32, bytes(4 * _ROW * len(columns[0])))
+    for k, column in enumerate(columns):
+        rows[k::_ROW] = column if column.itemsize == 4 else array(_U32, column)
     if dead and not dead.isdisjoint(holders):
         kept = array(_U32)
         for at in range(0, len(rows), _ROW):
@@ -167,7 +208,7 @@ def _unpack(blobs: Iterable[bytes],
 
 def _joined_head(heads: Sequence[tuple[int, ...]]) -> tuple[int, int, int, int]:
     """The head of these blobs' rows taken together, from their heads (adjacent segments, no
-    document in two)."""
+    document in two), less the widths."""
     return (sum(h[0] for h in heads), max(h[1] for h in heads), min(h[2] for h in heads),
             sum(h[3] for h in heads))
 
@@ -175,41 +216,49 @@ def _joined_head(heads: Sequence[tuple[int, ...]]) -> tuple[int, int, int, int]:
 def _merged(blobs: Sequence[bytes], dead: AbstractSet[int]) -> bytes:
     """A term's blobs of adjacent segments as one blob (empty when no row is left): what
     `_blob(_unpack(blobs, dead))` gives. A merge without dead documents among the term's
-    holders (every merge an import makes) joins the parts as they are, from their heads, so
-    it never unpacks a row: most terms are rare, and this is most of a merge."""
+    holders (every merge an import makes) joins the parts as they are, column by column,
+    from their heads, so it never unpacks a row: most terms are rare, and this is most of a
+    merge. Parts of other widths are joined by unpacking (a column past 16 bits is rare)."""
     if len(blobs) == 1 and not dead:
         return blobs[0]
-    ends = [_rows_at(b) for b in blobs]
+    split = [_parts(b) for b in blobs]
+    heads = [h for h, _ in split]
+    holders = array(_U32)
     if dead:
-        holders = array(_U32)
-        for blob, end in zip(blobs, ends, strict=True):
-            holders.frombytes(blob[_HEAD.size:end])
-        if not dead.isdisjoint(holders):
-            _, rows = _unpack(blobs, dead)
-            return _blob(rows) if rows else b""
-    head = _HEAD.pack(*_joined_head([_HEAD.unpack_from(b) for b in blobs]))
-    return b"".join([head, *(b[_HEAD.size:e] for b, e in zip(blobs, ends, strict=True)),
-                     *(b[e:] for b, e in zip(blobs, ends, strict=True))])
+        for _, parts in split:
+            holders.frombytes(parts[0])
+    if not dead.isdisjoint(holders) or len({h[4:] for h in heads}) > 1:
+        _, rows = _unpack(blobs, dead)
+        return _blob(rows) if rows else b""
+    head = _HEAD.pack(*_joined_head(heads), *heads[0][4:])
+    return b"".join([head, *(parts[k] for k in range(_ROW + 1) for _, parts in split)])
+
+
+def _read_columns(blobs: Iterable[bytes]) -> tuple[array[int], list[array[int]]]:
+    """A term's holders and its five columns from segment blobs in segment order, each blob's
+    parts copied out whole and the blob let go before the next is read: a common word's
+    postings are held once, not as blobs and columns together."""
+    holders = array(_U32)
+    columns: list[array[int] | None] = [None] * _ROW
+    for blob in blobs:
+        head, parts = _parts(blob)
+        holders.frombytes(parts[0])
+        for k in range(_ROW):
+            columns[k] = _extend(columns[k], parts[k + 1], 4 if k == 0 else head[3 + k])
+    return holders, [array(_U32) if c is None else c for c in columns]
 
 
 def _postings(blobs: Iterable[bytes]) -> TermPostings | None:
     """A term's postings from its segment blobs in segment order (None when no row is left).
     The bounds over every row are the blobs' own (their heads), so no row is read to find
-    them. Each blob goes into the columns and is let go before the next is read: a common
-    word's postings are held once, not as blobs, rows and columns together."""
-    holders = array(_U32)
-    columns = tuple(array(_U32) for _ in range(_ROW))
+    them."""
     heads: list[tuple[int, ...]] = []
-    for blob in blobs:
-        heads.append(_HEAD.unpack_from(blob))
-        end = _rows_at(blob)
-        view = memoryview(blob)
-        holders.frombytes(view[_HEAD.size:end])
-        rows = array(_U32)
-        rows.frombytes(view[end:])
-        for k, column in enumerate(columns):
-            column.extend(rows[k::_ROW])
-    docs, passage, tf, length, mention = columns
+
+    def headed() -> Iterator[bytes]:
+        for blob in blobs:
+            heads.append(_HEAD.unpack_from(blob))
+            yield blob
+    holders, (docs, passage, tf, length, mention) = _read_columns(headed())
     if not docs:
         return None
     _, most, shortest, _ = _joined_head(heads)
