@@ -403,14 +403,15 @@ _VALUE = st.one_of(st.integers(1, 400), st.integers(65_530, 70_000))
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 9), _VALUE,
-                                   st.integers(0, 30)), min_size=1, max_size=6),
+                                   st.integers(0, 30)), min_size=1, max_size=24),
                 min_size=1, max_size=5),
        st.sets(st.integers(0, 60), max_size=6))
 def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
         parts: list[list[tuple[int, int, int, int]]], dead: set[int]) -> None:
     """Adjacent segments hold ascending, distinct documents; a merge without dead holders joins
     the blobs from their heads, one with them drops their rows: both as `_blob(_unpack())`.
-    Postings read from the blobs, merged or not, are the rows' columns."""
+    Postings read from the blobs, merged or not, are the rows' columns, however the blob was
+    packed (one row, a few, many; 16 or 32 bits)."""
     from array import array
 
     from dsh_chapters_fs.search_index import _U32, _blob, _merged, _postings, _unpack

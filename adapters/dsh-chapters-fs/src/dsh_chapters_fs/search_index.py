@@ -23,6 +23,7 @@ import heapq
 import itertools
 import sqlite3
 import struct
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -120,7 +121,7 @@ class _Segment:
 
     def blobs(self) -> Iterator[tuple[str, bytes]]:
         for term in sorted(self.terms):
-            yield term, _blob(array(_U32, self.terms[term]))
+            yield term, _blob(self.terms[term])
 
 
 _ROW = 5  # numbers per row: document, passage, frequency, passage words, first mention
@@ -133,27 +134,61 @@ _U16 = "H"
 _HEAD = struct.Struct("=4I4B")
 
 
-def _width(column: array[int]) -> int:
-    """2 when every value fits 16 bits (nearly always: a passage's index, a term's count in
-    it, its words, a term's first mention), else 4."""
-    return 2 if not column or max(column) < 1 << 16 else 4
+# A term of a few rows whose numbers all fit 16 bits is packed in one struct call: most of a
+# segment's terms are held a few times (a name, a hash, a path), and a flush writes each one
+# a blob, so the per-term steps of the general path cost more than its rows.
+_FEW_ROWS = 16
+_ONE_ROW = struct.Struct("=4I4B2I4H")
+_PACKERS: dict[tuple[int, int], struct.Struct] = {}
+_NARROW = 1 << 16
+_LOW = 0 if sys.byteorder == "little" else 1  # which half of a 32-bit number is its low one
 
 
-def _blob(rows: array[int]) -> bytes:
-    """A term's rows over a segment, by column: a head (`_HEAD`), the distinct documents holding
-    it (its document frequency, without a pass over the rows), then each column of the rows
-    whole (documents, passages, frequencies, passage words, first mentions), the last four in
-    16 bits where they fit. A reader copies each column out in one piece, and a common word's
-    postings take 12 bytes a row instead of 20."""
-    columns = [rows[k::_ROW] for k in range(_ROW)]
-    docs = columns[0]
+def _blob(rows: Sequence[int]) -> bytes:
+    """A term's rows over a segment (flat: document, passage, frequency, passage words, first
+    mention), by column: a head (`_HEAD`), the distinct documents holding it (its document
+    frequency, without a pass over the rows), then each column whole, the last four in 16
+    bits where every number fits (nearly always). A reader copies each column out in one
+    piece, and a common word's postings take 12 bytes a row instead of 20."""
+    if len(rows) == _ROW and max(rows[1], rows[2], rows[3], rows[4]) < _NARROW:
+        doc, passage, tf, length, mention = rows
+        return _ONE_ROW.pack(1, tf, length, 1, 2, 2, 2, 2, doc, doc, passage, tf, length,
+                             mention)
+    if len(rows) <= _ROW * _FEW_ROWS:
+        few = _few_rows_blob(rows)
+        if few is not None:
+            return few
+    flat = rows if isinstance(rows, array) and rows.typecode == _U32 else array(_U32, rows)
+    docs = flat[0::_ROW]
     holders = array(_U32, dict.fromkeys(docs))  # in order: the rows are in document order
-    widths = [_width(c) for c in columns[1:]]
-    head = _HEAD.pack(len(docs), max(columns[2]), min(columns[3]), len(holders), *widths)
+    widths: list[int] = []
     packed = [holders.tobytes(), docs.tobytes()]
-    packed += [(array(_U16, c) if w == 2 else c).tobytes() for c, w in zip(columns[1:], widths,
-                                                                           strict=True)]
+    for k in range(1, _ROW):
+        column = flat[k::_ROW]
+        halves = memoryview(column).cast("B").cast("H")
+        if halves[1 - _LOW::2].tobytes().strip(b"\0"):  # a number past 16 bits: all 32
+            widths.append(4)
+            packed.append(column.tobytes())
+        else:
+            widths.append(2)
+            packed.append(halves[_LOW::2].tobytes())
+    head = _HEAD.pack(len(docs), max(flat[2::_ROW]), min(flat[3::_ROW]), len(holders), *widths)
     return head + b"".join(packed)
+
+
+def _few_rows_blob(rows: Sequence[int]) -> bytes | None:
+    """`_blob` of a few rows in one struct call; None when a number needs 32 bits."""
+    passage, tf, length, mention = (rows[k::_ROW] for k in range(1, _ROW))
+    if max(max(passage), max(tf), max(length), max(mention)) >= _NARROW:
+        return None
+    docs = rows[0::_ROW]
+    holders = dict.fromkeys(docs)
+    n = len(docs)
+    packer = _PACKERS.get((len(holders), n))
+    if packer is None:
+        packer = _PACKERS[(len(holders), n)] = struct.Struct(f"=4I4B{len(holders) + n}I{4 * n}H")
+    return packer.pack(n, max(tf), min(length), len(holders), 2, 2, 2, 2, *holders, *docs,
+                       *passage, *tf, *length, *mention)
 
 
 def _parts(blob: bytes) -> tuple[tuple[int, ...], list[memoryview]]:
