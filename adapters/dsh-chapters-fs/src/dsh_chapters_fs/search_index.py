@@ -227,7 +227,7 @@ def _unpack(blobs: Iterable[bytes],
     """A term's (holders, rows) from segment blobs in segment order (so in document order),
     the rows flat as `_blob` takes them; with `dead`, those documents' rows are dropped (a
     merge)."""
-    holders, columns = _read_columns(blobs)
+    _, holders, columns = _read_columns(blobs)
     rows = array(_U32, bytes(4 * _ROW * len(columns[0])))
     for k, column in enumerate(columns):
         rows[k::_ROW] = column if column.itemsize == 4 else array(_U32, column)
@@ -269,31 +269,28 @@ def _merged(blobs: Sequence[bytes], dead: AbstractSet[int]) -> bytes:
     return b"".join([head, *(parts[k] for k in range(_ROW + 1) for _, parts in split)])
 
 
-def _read_columns(blobs: Iterable[bytes]) -> tuple[array[int], list[array[int]]]:
-    """A term's holders and its five columns from segment blobs in segment order, each blob's
-    parts copied out whole and the blob let go before the next is read: a common word's
-    postings are held once, not as blobs and columns together."""
+def _read_columns(blobs: Iterable[bytes]
+                  ) -> tuple[list[tuple[int, ...]], array[int], list[array[int]]]:
+    """A term's heads, holders and five columns from segment blobs in segment order, each
+    blob's parts copied out whole and the blob let go before the next is read: a common
+    word's postings are held once, not as blobs and columns together."""
+    heads: list[tuple[int, ...]] = []
     holders = array(_U32)
     columns: list[array[int] | None] = [None] * _ROW
     for blob in blobs:
         head, parts = _parts(blob)
+        heads.append(head)
         holders.frombytes(parts[0])
         for k in range(_ROW):
             columns[k] = _extend(columns[k], parts[k + 1], 4 if k == 0 else head[3 + k])
-    return holders, [array(_U32) if c is None else c for c in columns]
+    return heads, holders, [array(_U32) if c is None else c for c in columns]
 
 
 def _postings(blobs: Iterable[bytes]) -> TermPostings | None:
     """A term's postings from its segment blobs in segment order (None when no row is left).
     The bounds over every row are the blobs' own (their heads), so no row is read to find
     them."""
-    heads: list[tuple[int, ...]] = []
-
-    def headed() -> Iterator[bytes]:
-        for blob in blobs:
-            heads.append(_HEAD.unpack_from(blob))
-            yield blob
-    holders, (docs, passage, tf, length, mention) = _read_columns(headed())
+    heads, holders, (docs, passage, tf, length, mention) = _read_columns(blobs)
     if not docs:
         return None
     _, most, shortest, _ = _joined_head(heads)
