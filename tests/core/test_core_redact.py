@@ -7,7 +7,7 @@ import hashlib
 import pytest
 from dsh_chapters_core.errors import ConfigError
 from dsh_chapters_core.redact import FAMILIES, Redaction, marker, merge_counts, redact
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 AWS = "AKIA" + "Q3R4S5T6U7V8W9X2"  # not the AWS docs' example key, which stays (see below)
@@ -346,6 +346,10 @@ _assignment_bits = st.sampled_from(
         max_size=10,
     )
 )
+# A credential glued to a key's name, after a `/`: the first pass redacts the token and leaves
+# the name's tail; the second must read that tail as the first read the whole name.
+@example(["/", "ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5",
+          "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8vN3tLs2Hk"])
 def test_redaction_is_idempotent(parts: list[str]) -> None:
     once = redact("".join(parts))
     twice = redact(once.text)

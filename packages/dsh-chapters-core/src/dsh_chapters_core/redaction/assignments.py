@@ -406,12 +406,15 @@ def find_assignment(text: str, at: int) -> Iterator[Span]:
     begin = _name_before(text, name_end)
     if begin == name_end:
         return
-    if quote:
-        if not text.endswith(quote, 0, begin):
-            return
-        opener = text[begin - len(quote) - 1 : begin - len(quote)]
-    else:
-        opener = text[begin - 1 : begin]
+    at_opener = begin - len(quote) - 1 if quote else begin - 1
+    if quote and not text.endswith(quote, 0, begin):
+        return
+    if text[at_opener : at_opener + 1] == "⟧":
+        # A marker stands where a credential stood, so what opens the name is what stood
+        # before that credential: a second pass reads the name as the first did (§9,
+        # idempotence), whether the credential was glued to the name or not.
+        at_opener = text.rfind("⟦", 0, at_opener) - 1
+    opener = text[at_opener : at_opener + 1] if at_opener >= 0 else ""
     if opener == "/" or (sep == ">" and opener != "<"):
         return  # a path segment (`/etc/passwd:`), or `>` that closes no element
     name = text[begin:name_end].lstrip("$.-").rstrip(".-")
