@@ -161,10 +161,10 @@ def _blob(rows: Sequence[int]) -> bytes:
     flat = rows if isinstance(rows, array) and rows.typecode == _U32 else array(_U32, rows)
     docs = flat[0::_ROW]
     holders = array(_U32, dict.fromkeys(docs))  # in order: the rows are in document order
+    columns = [flat[k::_ROW] for k in range(1, _ROW)]
     widths: list[int] = []
     packed = [holders.tobytes(), docs.tobytes()]
-    for k in range(1, _ROW):
-        column = flat[k::_ROW]
+    for column in columns:
         halves = memoryview(column).cast("B").cast("H")
         if halves[1 - _LOW::2].tobytes().strip(b"\0"):  # a number past 16 bits: all 32
             widths.append(4)
@@ -172,14 +172,15 @@ def _blob(rows: Sequence[int]) -> bytes:
         else:
             widths.append(2)
             packed.append(halves[_LOW::2].tobytes())
-    head = _HEAD.pack(len(docs), max(flat[2::_ROW]), min(flat[3::_ROW]), len(holders), *widths)
+    head = _HEAD.pack(len(docs), max(columns[1]), min(columns[2]), len(holders), *widths)
     return head + b"".join(packed)
 
 
 def _few_rows_blob(rows: Sequence[int]) -> bytes | None:
     """`_blob` of a few rows in one struct call; None when a number needs 32 bits."""
     passage, tf, length, mention = (rows[k::_ROW] for k in range(1, _ROW))
-    if max(max(passage), max(tf), max(length), max(mention)) >= _NARROW:
+    most = max(tf)
+    if max(max(passage), most, max(length), max(mention)) >= _NARROW:
         return None
     docs = rows[0::_ROW]
     holders = dict.fromkeys(docs)
@@ -187,7 +188,7 @@ def _few_rows_blob(rows: Sequence[int]) -> bytes | None:
     packer = _PACKERS.get((len(holders), n))
     if packer is None:
         packer = _PACKERS[(len(holders), n)] = struct.Struct(f"=4I4B{len(holders) + n}I{4 * n}H")
-    return packer.pack(n, max(tf), min(length), len(holders), 2, 2, 2, 2, *holders, *docs,
+    return packer.pack(n, most, min(length), len(holders), 2, 2, 2, 2, *holders, *docs,
                        *passage, *tf, *length, *mention)
 
 
