@@ -202,3 +202,37 @@ def test_a_common_word_does_not_score_every_match() -> None:
     head = [next(ranking).facts.path for _ in range(3)]
     assert sorted(head) == sorted(e.path for e in rare)
     assert len(asked) <= 16  # the first batch, not 300
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), QUERY, st.sampled_from([1.0, 3.0]),
+       st.sampled_from([2, 5, 48]), st.sampled_from(["", "pk1"]), st.booleans(),
+       st.sampled_from([0.0, 0.5]), st.sampled_from([None, 1, 2]),
+       st.sampled_from([(EAGER_ROWS, LOOKUP_ROWS), (0, LOOKUP_ROWS), (0, 0), (6, 1_000)]),
+       st.integers(1, 12), st.integers(1, 6), st.integers(0, 5),
+       st.sampled_from([0.5, 0.9, 1.0, 1.4]))
+def test_top_matches_from_lists_of_the_strongest_holders_equal_scoring_every_document(
+        seed: int, size: int, query: str, weight: float, lines: int, scope: str, core: bool,
+        phrase: float, day: int | None, costs: tuple[int, int], part: int, holders: int,
+        keep: int, share: float) -> None:
+    # The lists bound a search under the default rules (k1, b, the second passage's share):
+    # parts of every size, lists of a few holders or none, written at a shorter, the same or a
+    # longer average passage than today's (impacts.py).
+    rnd = random.Random(seed)
+    vocab = rnd.sample(VOCAB, rnd.randint(3, len(VOCAB)))
+    entries = [entry(rnd, n, vocab) for n in range(size)]
+    config = DEFAULTS.replace(search_body_weight=weight, search_passage_lines=lines,
+                              search_phrase_bonus=phrase)
+    window = (TimeWindow(((date(2026, 9, day), date(2026, 9, day + 1)),)) if day else None)
+    core_ids = frozenset(e.rule_id for e in entries if e.rule_id) if core else frozenset()
+    index = MemorySearchIndex(passage_lines=lines, lists=(part, holders, keep, share))
+    index.apply(upserts=[(e, hashlib.sha256(e.body.encode()).hexdigest()) for e in entries],
+                removed=(), state={"manifest": "m"})
+    found = top(index, query, config, scope=scope, core=core_ids, window=window, costs=costs)
+    reference = rank_entries(entries, query, config=config, core_rule_ids=core_ids,
+                             window=window)
+    if scope:
+        reference = tuple(s for s in reference if s.entry.project_key in (scope, ""))
+    assert [(p, s) for p, s, _ in found] == [(s.entry.path, s.score) for s in reference]
+    assert [k for _, _, k in found] == [(s.body.passage, s.body.elsewhere, s.body.second)
+                                        for s in reference]

@@ -438,3 +438,79 @@ def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
         assert [list(c) for c in got] == [list(rows[k::5]) for k in range(5)]
         assert (read.most, read.shortest) == (max(rows[2::5]), min(rows[3::5]))
         assert list(read.holders) == list(dict.fromkeys(rows[0::5]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 400)),
+                                   min_size=1, max_size=4),
+                          st.integers(1, 12), st.floats(5.0, 80.0)),
+                min_size=1, max_size=5),
+       st.sets(st.integers(0, 70), max_size=8), st.floats(5.0, 80.0), st.floats(5.0, 120.0),
+       st.integers(1, 4), st.integers(1, 3))
+def test_a_parts_list_bounds_what_the_word_adds_to_every_holder(
+        segments: list[tuple[list[tuple[int, int]], int, float]], dead: set[int],
+        merged_at: float, asked_at: float, holders: int, keep: int) -> None:
+    """A part with enough holders keeps a list (impacts.py): written with a segment, merged
+    with its neighbours (dead documents or not), at one average passage length and read at
+    another, every holder of the part gets from the word at most what the list says of it, or
+    its rest when it is not listed."""
+    from array import array
+    from unittest import mock
+
+    from dsh_chapters_core.search import impacts
+    from dsh_chapters_fs.search_index import _U32, _blob, _merged, _postings
+
+    blobs, doc = [], 0
+    with mock.patch.object(impacts, "HOLDERS", holders), mock.patch.object(impacts, "KEEP", keep):
+        for passages, docs, at in segments:  # each document holds the word in these passages
+            flat = array(_U32)
+            for _ in range(docs):
+                doc += 1
+                for k, (tf, length) in enumerate(passages):
+                    flat.extend((doc, k, tf, length, 0))
+            blobs.append(_blob(flat, at))
+        merged = _merged(blobs, frozenset(dead), merged_at)
+        for read in (_postings(blobs), _postings([merged]) if merged else None):
+            if read is None:
+                continue
+            exact = impacts.adds(read.docs, read.tf, read.length, asked_at)
+            start = 0
+            for rows, found in read.parts:
+                part = set(read.docs[start:start + rows])
+                start += rows
+                if found is None:
+                    assert len(part) < holders
+                    continue
+                factor = impacts.raised(found, asked_at)
+                listed = dict(zip(found.docs, found.adds, strict=True))
+                assert set(listed) <= part and len(listed) == min(keep, len(part))
+                for d in part:
+                    assert exact[d] <= listed.get(d, found.rest) * factor * (1 + 1e-12)
+
+
+def test_a_search_over_lists_answers_as_one_without_an_index(tmp_path: Path) -> None:
+    """Small segments merged into bigger ones, each part of a word's postings with three
+    holders or more keeping a list of two, and no term walked before the first candidates
+    are scored (so the lists are taken): every answer, at every budget, is the one without an
+    index."""
+    from unittest import mock
+
+    from dsh_chapters_core.search import impacts, topk
+    from dsh_chapters_fs.search_index import _parts
+
+    random_corpus(tmp_path, random.Random(11), 60, mixed=False)  # no legacy fragment: top-k
+    taken = mock.patch.object(impacts, "raised", wraps=impacts.raised)
+    with mock.patch.object(impacts, "HOLDERS", 3), mock.patch.object(impacts, "KEEP", 2), \
+            mock.patch.dict(topk.top_matches.__kwdefaults__, {"eager_rows": 0}), \
+            taken as read_lists, \
+            SqliteSearchIndex(tmp_path / "cache/search-store.sqlite", segment_bytes=2048) as cache:
+        cached, plain = service(tmp_path, cache), service(tmp_path, None)
+        for query in ("auth sqlite", "retry alembic head", "migration token deploy", "sqlite"):
+            for budget in (1_000_000, 400, 90):
+                request = SearchRequest(query=query, project_key=PK, max_tokens=budget)
+                assert outcome(cached, request) == outcome(plain, request), (query, budget)
+        lists = [blob for (blob,) in cache.db.execute("SELECT data FROM postings")
+                 if _parts(blob)[2]]
+        segments = cache.db.execute("SELECT count(*) FROM segments").fetchone()[0]
+        assert read_lists.called  # the answers above took lists
+    assert lists and segments > 1  # lists were written, and merged

@@ -7,7 +7,9 @@ deleting it is always safe (the next search or `chapters index` builds it again)
   passage its words, first body line and line count), so a query never reads a chapter.
 - `fields`: the frontmatter postings, one row per (term, document) with the fields it is in.
 - `postings`: the body postings, one row per (segment, term): a blob of the term's postings
-  over the segment's documents (`topk.TermPostings`, packed column by column, see `_blob`).
+  over the segment's documents (`topk.TermPostings`, packed column by column, see `_blob`),
+  and where the segment holds the term in many documents, the list of its strongest holders
+  (`impacts.ImpactList`, see `_TRAIL`).
 
 Documents are written in *segments*, a batch at a time, so writing a chapter appends rows and
 never rewrites a long posting list (the way Lucene writes). A document gets an id larger than
@@ -34,8 +36,10 @@ from pathlib import Path
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.ports.search import FieldHits
+from dsh_chapters_core.search import impacts
 from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.impacts import ImpactList
 from dsh_chapters_core.search.passages import BodyStats, body_passages
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.topk import DocFacts, TermPostings
@@ -119,9 +123,9 @@ class _Segment:
             self.rows += len(tf)
         self.docs += 1
 
-    def blobs(self) -> Iterator[tuple[str, bytes]]:
+    def blobs(self, expected: float) -> Iterator[tuple[str, bytes]]:
         for term in sorted(self.terms):
-            yield term, _blob(self.terms[term])
+            yield term, _blob(self.terms[term], expected)
 
 
 _ROW = 5  # numbers per row: document, passage, frequency, passage words, first mention
@@ -142,19 +146,26 @@ _ONE_ROW = struct.Struct("=4I4B2I4H")
 _PACKERS: dict[tuple[int, int], struct.Struct] = {}
 _NARROW = 1 << 16
 _LOW = 0 if sys.byteorder == "little" else 1  # which half of a 32-bit number is its low one
+# After the columns of a part with `impacts.HOLDERS` holders or more: its list of strongest
+# holders, as the average passage length it was computed at, the rest, how many it keeps,
+# then their ids (32 bits) and additions (64-bit floats: a bound is never rounded down).
+_TRAIL = struct.Struct("=ddI")
+_F64 = "d"
 
 
-def _blob(rows: Sequence[int]) -> bytes:
+def _blob(rows: Sequence[int], expected: float = 0.0) -> bytes:
     """A term's rows over a segment (flat: document, passage, frequency, passage words, first
     mention), by column: a head (`_HEAD`), the distinct documents holding it (its document
     frequency, without a pass over the rows), then each column whole, the last four in 16
     bits where every number fits (nearly always). A reader copies each column out in one
-    piece, and a common word's postings take 12 bytes a row instead of 20."""
-    if len(rows) == _ROW and max(rows[1], rows[2], rows[3], rows[4]) < _NARROW:
+    piece, and a common word's postings take 12 bytes a row instead of 20. With many holders
+    and a door of passages (`expected`, their average length), the list (`_TRAIL`)."""
+    listed = expected > 0 and impacts.HOLDERS <= _FEW_ROWS  # a few rows may need a list
+    if len(rows) == _ROW and max(rows[1], rows[2], rows[3], rows[4]) < _NARROW and not listed:
         doc, passage, tf, length, mention = rows
         return _ONE_ROW.pack(1, tf, length, 1, 2, 2, 2, 2, doc, doc, passage, tf, length,
                              mention)
-    if len(rows) <= _ROW * _FEW_ROWS:
+    if len(rows) <= _ROW * _FEW_ROWS and not listed:
         few = _few_rows_blob(rows)
         if few is not None:
             return few
@@ -173,7 +184,26 @@ def _blob(rows: Sequence[int]) -> bytes:
             widths.append(2)
             packed.append(halves[_LOW::2].tobytes())
     head = _HEAD.pack(len(docs), max(columns[1]), min(columns[2]), len(holders), *widths)
+    if len(holders) >= impacts.HOLDERS and expected > 0:
+        packed.append(_trail(impacts.impact_list(
+            impacts.adds(docs, columns[1], columns[2], expected), expected)))
     return head + b"".join(packed)
+
+
+def _trail(found: ImpactList) -> bytes:
+    return b"".join([_TRAIL.pack(found.expected, found.rest, len(found.docs)),
+                     array(_U32, found.docs).tobytes(), array(_F64, found.adds).tobytes()])
+
+
+def _impact_list(trail: memoryview) -> ImpactList | None:
+    """A part's list from what follows its columns (None when it keeps none)."""
+    if not trail:
+        return None
+    expected, rest, n = _TRAIL.unpack_from(trail)
+    docs, adds = array(_U32), array(_F64)
+    docs.frombytes(trail[_TRAIL.size:_TRAIL.size + 4 * n])
+    adds.frombytes(trail[_TRAIL.size + 4 * n:_TRAIL.size + 12 * n])
+    return ImpactList(docs, adds, rest, expected)
 
 
 def _few_rows_blob(rows: Sequence[int]) -> bytes | None:
@@ -192,8 +222,9 @@ def _few_rows_blob(rows: Sequence[int]) -> bytes | None:
                        *passage, *tf, *length, *mention)
 
 
-def _parts(blob: bytes) -> tuple[tuple[int, ...], list[memoryview]]:
-    """A blob's head and its six parts (holders, then the five columns), as views."""
+def _parts(blob: bytes) -> tuple[tuple[int, ...], list[memoryview], memoryview]:
+    """A blob's head, its six parts (holders, then the five columns) and what follows them
+    (its list, or nothing), as views."""
     head = _HEAD.unpack_from(blob)
     rows, holders = head[0], head[3]
     sizes = [4 * holders, 4 * rows, *(w * rows for w in head[4:])]
@@ -202,7 +233,7 @@ def _parts(blob: bytes) -> tuple[tuple[int, ...], list[memoryview]]:
     for size in sizes:
         parts.append(view[at:at + size])
         at += size
-    return head, parts
+    return head, parts, view[at:]
 
 
 def _extend(column: array[int] | None, part: memoryview, width: int) -> array[int]:
@@ -228,7 +259,7 @@ def _unpack(blobs: Iterable[bytes],
     """A term's (holders, rows) from segment blobs in segment order (so in document order),
     the rows flat as `_blob` takes them; with `dead`, those documents' rows are dropped (a
     merge)."""
-    _, holders, columns = _read_columns(blobs)
+    _, holders, columns, _ = _read_columns(blobs)
     rows = array(_U32, bytes(4 * _ROW * len(columns[0])))
     for k, column in enumerate(columns):
         rows[k::_ROW] = column if column.itemsize == 4 else array(_U32, column)
@@ -249,53 +280,80 @@ def _joined_head(heads: Sequence[tuple[int, ...]]) -> tuple[int, int, int, int]:
             sum(h[3] for h in heads))
 
 
-def _merged(blobs: Sequence[bytes], dead: AbstractSet[int]) -> bytes:
+def _merged(blobs: Sequence[bytes], dead: AbstractSet[int], expected: float = 0.0) -> bytes:
     """A term's blobs of adjacent segments as one blob (empty when no row is left): what
-    `_blob(_unpack(blobs, dead))` gives. A merge without dead documents among the term's
-    holders (every merge an import makes) joins the parts as they are, column by column,
-    from their heads, so it never unpacks a row: most terms are rare, and this is most of a
-    merge. Parts of other widths are joined by unpacking (a column past 16 bits is rare)."""
+    `_blob(_unpack(blobs, dead), expected)` gives, but for the list. A merge without dead
+    documents among the term's holders (every merge an import makes) joins the parts as they
+    are, column by column, from their heads, so it never unpacks a row: most terms are rare,
+    and this is most of a merge. Their lists are merged (`impacts.merged_list`), a part
+    without one adding its holders. Parts of other widths are joined by unpacking (a column
+    past 16 bits is rare)."""
     if len(blobs) == 1 and not dead:
         return blobs[0]
     split = [_parts(b) for b in blobs]
-    heads = [h for h, _ in split]
+    heads = [h for h, _, _ in split]
     holders = array(_U32)
     if dead:
-        for _, parts in split:
+        for _, parts, _ in split:
             holders.frombytes(parts[0])
     if not dead.isdisjoint(holders) or len({h[4:] for h in heads}) > 1:
         _, rows = _unpack(blobs, dead)
-        return _blob(rows) if rows else b""
-    head = _HEAD.pack(*_joined_head(heads), *heads[0][4:])
-    return b"".join([head, *(parts[k] for k in range(_ROW + 1) for _, parts in split)])
+        return _blob(rows, expected) if rows else b""
+    joined = _joined_head(heads)
+    head = _HEAD.pack(*joined, *heads[0][4:])
+    out: list[bytes | memoryview] = [head, *(parts[k] for k in range(_ROW + 1)
+                                              for _, parts, _ in split)]
+    if joined[3] >= impacts.HOLDERS and expected > 0:
+        out.append(_trail(_joined_list(split, expected)))
+    return b"".join(out)
 
 
-def _read_columns(blobs: Iterable[bytes]
-                  ) -> tuple[list[tuple[int, ...]], array[int], list[array[int]]]:
-    """A term's heads, holders and five columns from segment blobs in segment order, each
-    blob's parts copied out whole and the blob let go before the next is read: a common
-    word's postings are held once, not as blobs and columns together."""
+def _joined_list(split: Sequence[tuple[tuple[int, ...], list[memoryview], memoryview]],
+                 expected: float) -> ImpactList:
+    """The list of adjacent parts: theirs merged, with the holders of a part that keeps none
+    (it had too few) added from its rows."""
+    lists: list[ImpactList] = []
+    walked: dict[int, float] = {}
+    for head, parts, trail in split:
+        found = _impact_list(trail)
+        if found is not None:
+            lists.append(found)
+            continue
+        docs, tf, length = (_extend(None, parts[k], 4 if k == 1 else head[2 + k])
+                            for k in (1, 3, 4))
+        walked.update(impacts.adds(docs, tf, length, expected))
+    return impacts.merged_list(lists, walked, expected)
+
+
+def _read_columns(blobs: Iterable[bytes]) -> tuple[
+        list[tuple[int, ...]], array[int], list[array[int]], list[ImpactList | None]]:
+    """A term's heads, holders, five columns and per blob its list (or None) from segment
+    blobs in segment order, each blob's parts copied out whole and the blob let go before the
+    next is read: a common word's postings are held once, not as blobs and columns together."""
     heads: list[tuple[int, ...]] = []
     holders = array(_U32)
     columns: list[array[int] | None] = [None] * _ROW
+    lists: list[ImpactList | None] = []
     for blob in blobs:
-        head, parts = _parts(blob)
+        head, parts, trail = _parts(blob)
         heads.append(head)
         holders.frombytes(parts[0])
         for k in range(_ROW):
             columns[k] = _extend(columns[k], parts[k + 1], 4 if k == 0 else head[3 + k])
-    return heads, holders, [array(_U32) if c is None else c for c in columns]
+        lists.append(_impact_list(trail))
+    return heads, holders, [array(_U32) if c is None else c for c in columns], lists
 
 
 def _postings(blobs: Iterable[bytes]) -> TermPostings | None:
     """A term's postings from its segment blobs in segment order (None when no row is left).
     The bounds over every row are the blobs' own (their heads), so no row is read to find
     them."""
-    heads, holders, (docs, passage, tf, length, mention) = _read_columns(blobs)
+    heads, holders, (docs, passage, tf, length, mention), lists = _read_columns(blobs)
     if not docs:
         return None
     _, most, shortest, _ = _joined_head(heads)
-    return TermPostings(docs, passage, tf, length, most, shortest, mention, holders)
+    return TermPostings(docs, passage, tf, length, most, shortest, mention, holders,
+                        [(h[0], found) for h, found in zip(heads, lists, strict=True)])
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -562,7 +620,7 @@ class SqliteSearchIndex:
         if not segment.terms:
             return
         db.executemany("INSERT INTO postings(seg, term, data) VALUES (?, ?, ?)",
-                       ((seg, term, blob) for term, blob in segment.blobs()))
+                       ((seg, term, blob) for term, blob in segment.blobs(_expected(db))))
         db.execute("INSERT INTO segments(seg, docs, rows) VALUES (?, ?, ?)",
                    (seg, segment.docs, segment.rows))
         self._merge(db)
@@ -612,8 +670,9 @@ class SqliteSearchIndex:
         # (term, position in the run, blob) tuples compare as they are: a term's rows meet in
         # run order, and no two rows share a term and a position, so blobs are never compared.
         pending: list[tuple[str, bytes]] = []
+        expected = _expected(db)
         for term, group in itertools.groupby(heapq.merge(*readers), key=_first):
-            blob = _merged([r[2] for r in group], dead)
+            blob = _merged([r[2] for r in group], dead, expected)
             if blob:
                 pending.append((term, blob))
                 total_rows += _HEAD.unpack_from(blob)[0]
@@ -791,6 +850,15 @@ class SqliteSearchIndex:
         # A range on the unique path index: every path that starts with `prefix`.
         return int(self.db.execute("SELECT count(*) FROM docs WHERE path >= ? AND path < ?",
                                    (prefix, prefix + "\U0010ffff")).fetchone()[0])
+
+
+def _expected(db: sqlite3.Connection) -> float:
+    """The door's average passage length now (what `BodyStats.expected` reads), 0 without
+    passages: what a list written now is computed at."""
+    found = dict(db.execute(
+        "SELECT name, n FROM tallies WHERE name IN ('=words', '=passages')").fetchall())
+    passages = int(found.get("=passages", 0))
+    return max(int(found.get("=words", 0)) / passages, 1.0) if passages > 0 else 0.0
 
 
 def _tier(rows: int) -> int:

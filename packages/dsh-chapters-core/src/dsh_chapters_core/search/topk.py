@@ -22,6 +22,13 @@ ceiling left and above what a document outside the candidates can reach: it is t
 entry of the ranking, exactly as scoring every match and sorting would place it (a property
 test holds it to `rank_entries` over random corpora).
 
+A common word's postings may also carry lists of its strongest holders (impacts.py): when
+widening would walk such a word, its lists are taken instead. Each listed holder becomes a
+candidate with what the word adds to it, and every other document may get at most the lists'
+`rest` from the word. The word is walked whole only if a document outside could still beat
+every candidate after that. At 100k generated chapters, a question of three words each held by
+nine chapters in ten is certain after a few hundred holders of each.
+
 The ranking is handed out lazily (`Ranking`): an answer packs lines best first until its
 token budget is full, so a 400-token answer that shows four lines certifies four matches.
 """
@@ -36,6 +43,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import overload
 
+from dsh_chapters_core.search import impacts
+from dsh_chapters_core.search.impacts import ImpactList
 from dsh_chapters_core.search.passages import (
     NO_BODY_MATCH,
     BodyMatch,
@@ -78,6 +87,9 @@ class TermPostings:
     shortest: int
     mention: Sequence[int] = ()  # per row: the term's first mention among the passage's terms
     holders: Sequence[int] = ()  # the distinct documents, ascending (its df before removals)
+    # The rows' parts in order (one per segment): how many rows, and the part's list of its
+    # strongest holders when it keeps one (impacts.py). Empty: one part, without a list.
+    parts: Sequence[tuple[int, ImpactList | None]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +207,9 @@ def matching(body: BodyQuery, front: Mapping[int, float], excluded: AbstractSet[
     return len(found - excluded) if excluded else len(found)
 
 
+_UNREAD, _LISTED, _WALKED = 0, 1, 2  # how far a term's postings have been read
+
+
 def top_matches(
     body: BodyQuery,
     front: Mapping[int, float],
@@ -225,12 +240,17 @@ def top_matches(
     # Strongest first; a term no body holds adds nothing and is left out.
     order = [i for i in sorted(range(q), key=lambda i: (-upper[i], i)) if upper[i] > 0]
     rules, expected, idf = body.rules, body.expected, body.idf
-    taken = 0  # how many of `order` are walked (their holders are candidates)
-    # Per candidate: Σ over the walked terms it holds of the most the term adds to one of its
-    # passages plus the share of the next most (another passage's).
+    # Per term: how far it is read. A listed term (its lists taken) adds to a listed holder
+    # what the list says, and to any other document at most `rest_of`.
+    state = [_UNREAD] * q
+    rest_of = [0.0] * q
+    # Per candidate: Σ over the terms read that it holds of the most the term adds to one of its
+    # passages plus the share of the next most (another passage's). For a listed term, what it
+    # adds less its `rest_of`, and `held` does not count it: then `ceiling`'s one expression,
+    # which adds every open term's bound and counts it, holds for listed and unlisted alike.
     sums: dict[int, float] = {}
-    held: dict[int, int] = {}  # per candidate: how many walked terms it holds
-    masks: dict[int, int] = {}  # per candidate: which walked terms it holds (bit i: term i)
+    held: dict[int, int] = {}  # per candidate: how many terms read it holds
+    masks: dict[int, int] = {}  # per candidate: which terms read it holds (bit i: term i)
     bonus = rules.phrase_bonus
 
     def pairs(mask: int) -> int:
@@ -240,16 +260,21 @@ def top_matches(
     waiting: list[tuple[tuple[float, float, str], Hit]] = []  # scored, not yet certain
     heap: list[tuple[float, int]] = []  # (-ceiling, doc) of the candidates not yet scored
 
+    reads = 0  # terms read so far, walked or listed: what `rest_bound` is cached by
     bounds: dict[int, tuple[float, int, int]] = {}
 
     def rest_bound() -> tuple[float, int, int]:
-        """The terms not walked yet: the most they add together (each bound raised by the
-        second passage's share), how many, which."""
-        found = bounds.get(taken)
+        """The open terms (not walked): the most they add together to a document that is not
+        listed (an unread term its bound raised by the second passage's share, a listed one
+        its rest), how many, which."""
+        found = bounds.get(reads)
         if found is None:
-            rest = order[taken:]
-            found = bounds[taken] = ((1.0 + second_share) * sum(upper[i] for i in rest),
-                                     len(rest), sum(1 << i for i in rest))
+            unread = [i for i in order if state[i] == _UNREAD]
+            listed = [i for i in order if state[i] == _LISTED]
+            found = bounds[reads] = (
+                (1.0 + second_share) * sum(upper[i] for i in unread)
+                + sum(rest_of[i] for i in listed),
+                len(unread) + len(listed), sum(1 << i for i in (*unread, *listed)))
         return found
 
     def outside() -> float:
@@ -265,7 +290,7 @@ def top_matches(
         h = held.get(doc, 0)
         mask = masks.get(doc, 0)
         tight = tightened.get(doc)
-        if tight is not None:  # the terms not walked, read off this document's own rows
+        if tight is not None:  # the open terms, read off this document's own rows
             total, n, rest = tight
         body_part = (w * (s + total) * (h + n) / q + lifted * bonus * pairs(mask | rest)
                      if q and (h or n) else 0.0)
@@ -274,11 +299,11 @@ def top_matches(
     def rebuild() -> None:
         heap.clear()
         candidates = (sums.keys() | front.keys() | dated.keys()) - done
-        # Nothing is tightened here: a rebuild follows a walk, which forgets every tightening.
+        # Nothing is tightened here: a rebuild follows a read, which forgets every tightening.
         if bonus or not q:
             heap.extend((-ceiling(doc), doc) for doc in candidates)
         else:  # `ceiling` written out, as one comprehension: this runs once per candidate
-            # after every walk (100,000 of them at 100k for a question of common words)
+            # after every read (100,000 of them at 100k for a question of common words)
             total, n, _ = rest_bound()
             front_of, dated_of, sum_of, held_of = front.get, dated.get, sums.get, held.get
             heap[:] = [(-(front_of(doc, 0.0) + dated_of(doc, 0.0)
@@ -292,47 +317,124 @@ def top_matches(
     k1, b = rules.k1, rules.b
     slope = k1 * b / expected if expected else 0.0  # no passage at all: no row to read
     shape = [(idf[i] * (k1 + 1.0), k1 * (1.0 - b), slope) for i in range(q)]
+    lists_bound = impacts.usable(rules) and expected > 0
 
-    looked = 0  # rows read by lookups (and what their searches cost) since the last walk
+    looked = 0  # rows read by lookups (and what their searches cost) since the last read
 
     def walk(i: int) -> None:
         """Term i's holders become candidates, each with the most the term adds to one of its
         passages plus the share of its next most (exact per passage: its frequency and length
-        are in the row). A document's rows are consecutive: its two largest are kept as they
-        are read."""
+        are in the row). A holder its lists named keeps what they said, and gets back the rest
+        its sum was lowered by."""
+        nonlocal reads
         p = body.postings[i]
         assert p is not None
-        top, base, slope = shape[i]
-        adds: dict[int, float] = {}
-        at, most, next_most = -1, 0.0, 0.0
-        for doc, tf, length in zip(p.docs, p.tf, p.length, strict=True):
-            c = top * tf / (tf + base + slope * length)
-            if doc != at:
-                if at >= 0:
-                    adds[at] = most + second_share * next_most
-                at, most, next_most = doc, c, 0.0
-            elif c > most:
-                most, next_most = c, most
-            elif c > next_most:
-                next_most = c
-        if at >= 0:
-            adds[at] = most + second_share * next_most
-        for doc, c in adds.items():
+        listed, rest = state[i] == _LISTED, rest_of[i]
+        for doc, c in impacts.additions(p.docs, p.tf, p.length, *shape[i],
+                                        second_share).items():
             if doc in done:
+                continue
+            mask = masks.get(doc, 0)
+            if listed and mask >> i & 1:
+                sums[doc] += rest
+                held[doc] += 1
                 continue
             sums[doc] = sums.get(doc, 0.0) + c
             held[doc] = held.get(doc, 0) + 1
-            masks[doc] = masks.get(doc, 0) | 1 << i
-        tightened.clear()  # what they said of the terms not walked now includes term i
+            masks[doc] = mask | 1 << i
+        state[i] = _WALKED
+        reads += 1
+        tightened.clear()  # what they said of the open terms now includes term i
+
+    def take_lists(i: int) -> None:
+        """Term i's lists instead of its rows: each listed holder becomes a candidate with what
+        the list says the term adds to it; a part without a list is walked (it is small)."""
+        nonlocal reads
+        p = body.postings[i]
+        assert p is not None
+        cap = (1.0 + second_share) * upper[i]  # no holder gets more, whatever a list says
+        found: dict[int, float] = {}
+        rest = 0.0
+        start = 0
+        for rows, kept in p.parts:
+            if kept is None:
+                end = start + rows
+                found.update(impacts.additions(p.docs[start:end], p.tf[start:end],
+                                               p.length[start:end], *shape[i], second_share))
+            else:
+                factor = idf[i] * impacts.raised(kept, expected)
+                found.update((d, min(a * factor, cap))
+                             for d, a in zip(kept.docs, kept.adds, strict=True))
+                rest = max(rest, min(kept.rest * factor, cap))
+            start += rows
+        for doc, c in found.items():
+            if doc in done:
+                continue
+            mask = masks.get(doc, 0)
+            sums[doc] = sums.get(doc, 0.0) + c - rest
+            held[doc] = held.get(doc, 0) + (0 if rest else 1)
+            masks[doc] = mask | 1 << i
+        state[i] = _LISTED if rest else _WALKED  # no rest: every holder was listed
+        rest_of[i] = rest
+        reads += 1
+        tightened.clear()
+
+    listing_costs: dict[int, int] = {}
+
+    def listing_cost(i: int) -> int:
+        """The rows and list entries taking term i's lists reads; 0 when it has none to take
+        (or they would not save half of its walk)."""
+        cost = listing_costs.get(i)
+        if cost is None:
+            p = body.postings[i]
+            assert p is not None
+            parts = p.parts if lists_bound else ()
+            cost = sum(len(kept.docs) if kept else rows for rows, kept in parts)
+            if not any(kept for _, kept in parts) or 2 * cost > len(p.docs):
+                cost = 0
+            listing_costs[i] = cost
+        return cost
+
+    def next_read() -> tuple[int, bool, int] | None:
+        """The open term that adds most to what a document outside can score, whether its
+        lists are taken (an unread term that has some) and what that reads; None when every
+        term is walked."""
+        best, most = -1, -1.0
+        for i in order:
+            if state[i] == _WALKED:
+                continue
+            adds = (1.0 + second_share) * upper[i] if state[i] == _UNREAD else rest_of[i]
+            if adds > most:
+                best, most = i, adds
+        if best < 0:
+            return None
+        p = body.postings[best]
+        assert p is not None
+        cost = listing_cost(best) if state[best] == _UNREAD else 0
+        # Every read is followed by a rebuild of the candidates' ceilings: with as many
+        # candidates as the word has rows (a common word in every title), lists that still
+        # leave the walk to do would cost a rebuild more than they save.
+        if cost and len(p.docs) < 2 * len(heap):
+            cost = 0
+        return best, cost > 0, cost or len(p.docs)
 
     def tighten(doc: int) -> bool:
-        """A candidate's ceiling with the terms not walked read off its own rows (a lookup
-        each) instead of the most any document holds them: whether that changed it."""
+        """A candidate's ceiling with the open terms read off its own rows (a lookup each)
+        instead of the most any document holds them: whether that changed it."""
         nonlocal looked
-        if doc in tightened or taken >= len(order):
+        if doc in tightened:
             return False
         total, n, rest = 0.0, 0, 0
-        for i in order[taken:]:
+        mask = masks.get(doc, 0)
+        opened = False
+        for i in order:
+            if state[i] == _WALKED:
+                continue
+            opened = True
+            if mask >> i & 1:  # listed: its sum holds what the list said, less the rest
+                total += rest_of[i]
+                n += 1
+                continue
             p = body.postings[i]
             assert p is not None
             docs = p.docs
@@ -354,45 +456,46 @@ def top_matches(
             total += most + second_share * next_most
             n += 1
             rest |= 1 << i
+        if not opened:
+            return False
         tightened[doc] = (total, n, rest)
         return True
 
     def looked_enough() -> bool:
-        """Lookups have read more than walking the next term would: walk it instead (a walk
-        reads each row once, in one loop; a lookup costs two searches and its own rows)."""
-        if taken >= len(order):
-            return False
-        p = body.postings[order[taken]]
-        assert p is not None
-        return looked > len(p.docs)
+        """Lookups have read more than the next read would: read it instead (a walk reads
+        each row once, in one loop; a lookup costs two searches and its own rows)."""
+        step = next_read()
+        return step is not None and looked > step[2]
 
     tightened: dict[int, tuple[float, int, int]] = {}
     # The cheap terms are walked first, whatever the bound: their holders' ceilings then hold
     # the term exactly instead of the most any document adds (a few lookups a row, cheaper
     # than scoring the candidates a loose ceiling would leave).
     rows_walked = 0
-    while taken < len(order):
-        p = body.postings[order[taken]]
+    for i in order:
+        p = body.postings[i]
         assert p is not None
         if rows_walked + len(p.docs) > eager_rows:
             break
         rows_walked += len(p.docs)
-        walk(order[taken])
-        taken += 1
+        walk(i)
     rebuild()
     batch = FIRST_BATCH
     while True:
-        bar = max(-heap[0][0] if heap else -math.inf, outside())
+        top_ceiling = -heap[0][0] if heap else -math.inf
+        bar = max(top_ceiling, outside())
         while waiting and waiting[0][1].score > bar:
             yield waiting.pop(0)[1]
         if not heap and bar == -math.inf:
             break
-        if taken < len(order) and (looked_enough()
-                                   or outside() >= (-heap[0][0] if heap else -math.inf)):
+        step = next_read()
+        if step is not None and (looked > step[2] or outside() >= top_ceiling):
             # A document outside may beat every candidate, or the lookups cost more than the
-            # walk: widen.
-            walk(order[taken])
-            taken += 1
+            # read: widen.
+            if step[1]:
+                take_lists(step[0])
+            else:
+                walk(step[0])
             looked = 0
             rebuild()
             continue

@@ -16,6 +16,7 @@ from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_core.ports.search import FieldHits
 from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry
+from dsh_chapters_core.search.impacts import ImpactList, adds, impact_list
 from dsh_chapters_core.search.passages import BodyStats, Passage, body_passages, body_stats
 from dsh_chapters_core.search.stitching import is_legacy_fragment
 from dsh_chapters_core.search.topk import DocFacts, TermPostings
@@ -105,10 +106,17 @@ class MemorySearchIndex:
     """The `SearchIndex` contract in memory: documents by id, their passages, the state.
 
     Postings are built from the passages on each query, the way the contract defines them,
-    so it is also the reference the SQLite index is compared with."""
+    so it is also the reference the SQLite index is compared with.
 
-    def __init__(self, *, passage_lines: int = DEFAULTS.search_passage_lines) -> None:
+    `lists` (documents per part, holders from which a part keeps a list, how many it keeps,
+    and the average passage length it was written at, as a share of today's) splits every
+    term's postings into parts with lists of their strongest holders (impacts.py), as a
+    segmented index writes them; None: one part, no list."""
+
+    def __init__(self, *, passage_lines: int = DEFAULTS.search_passage_lines,
+                 lists: tuple[int, int, int, float] | None = None) -> None:
         self.passage_lines = passage_lines
+        self.lists = lists
         self.docs: dict[int, tuple[SearchEntry, str, list[Passage]]] = {}
         self.by_path: dict[str, int] = {}
         self._state: dict[str, str] = {}
@@ -160,9 +168,29 @@ class MemorySearchIndex:
             out.append(TermPostings([r[0] for r in rows], [r[1] for r in rows],
                                     [r[2] for r in rows], [r[3] for r in rows],
                                     max(r[2] for r in rows), min(r[3] for r in rows),
-                                    [r[4] for r in rows], list(dict.fromkeys(r[0] for r in rows)))
+                                    [r[4] for r in rows], list(dict.fromkeys(r[0] for r in rows)),
+                                    self._parts(rows))
                        if rows else None)
         return out
+
+    def _parts(self, rows: Sequence[tuple[int, int, int, int, int]]
+               ) -> list[tuple[int, ImpactList | None]]:
+        if self.lists is None:
+            return []
+        size, holders, keep, share = self.lists
+        docs = sorted(self.docs)
+        expected = self.stats(()).expected * share
+        parts: list[tuple[int, ImpactList | None]] = []
+        for first in range(0, len(docs), size):
+            low, high = docs[first], docs[min(first + size, len(docs)) - 1]
+            part = [r for r in rows if low <= r[0] <= high]
+            if not part:
+                continue
+            found = adds([r[0] for r in part], [r[2] for r in part], [r[3] for r in part],
+                         expected) if expected > 0 else {}
+            kept = impact_list(found, expected, keep=keep) if len(found) >= holders else None
+            parts.append((len(part), kept))
+        return parts
 
     def field_hits(self, terms: Sequence[str]) -> Mapping[int, FieldHits]:
         wanted = tuple(dict.fromkeys(terms))
