@@ -24,6 +24,7 @@ one tier make one of the next), so a term is a few rows to read however the door
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import sqlite3
@@ -239,6 +240,11 @@ def _parts(blob: bytes) -> tuple[tuple[int, ...], list[memoryview], memoryview]:
     return head, parts, view[at:]
 
 
+def _width(head: tuple[int, ...], k: int) -> int:
+    """Bytes per number of column k (0: the documents, always 32 bits; then the head's)."""
+    return 4 if k == 0 else head[3 + k]
+
+
 def _extend(column: array[int] | None, part: memoryview, width: int) -> array[int]:
     """`column` with one blob's part of it appended: copied in one piece when the widths
     agree, else widened to 32 bits (a column past 16 bits is rare)."""
@@ -322,8 +328,7 @@ def _joined_list(split: Sequence[tuple[tuple[int, ...], list[memoryview], memory
         if found is not None:
             lists.append(found)
             continue
-        docs, tf, length = (_extend(None, parts[k], 4 if k == 1 else head[2 + k])
-                            for k in (1, 3, 4))
+        docs, tf, length = (_extend(None, parts[k + 1], _width(head, k)) for k in (0, 2, 3))
         walked.update(impacts.adds(docs, tf, length, expected))
     return impacts.merged_list(lists, walked, expected)
 
@@ -342,7 +347,7 @@ def _read_columns(blobs: Iterable[bytes]) -> tuple[
         heads.append(head)
         holders.frombytes(parts[0])
         for k in range(_ROW):
-            columns[k] = _extend(columns[k], parts[k + 1], 4 if k == 0 else head[3 + k])
+            columns[k] = _extend(columns[k], parts[k + 1], _width(head, k))
         lists.append(_impact_list(trail))
     return heads, holders, [array(_U32) if c is None else c for c in columns], lists
 
@@ -725,8 +730,6 @@ class SqliteSearchIndex:
         return [self._postings(t) for t in terms]
 
     def stats(self, terms: Sequence[str]) -> BodyStats:
-        totals = dict(self.db.execute(
-            "SELECT name, n FROM tallies WHERE name LIKE '=%'").fetchall())
         dead = self._dead_ids()
         df: dict[str, int] = {}
         for term in dict.fromkeys(terms):
@@ -735,8 +738,7 @@ class SqliteSearchIndex:
                 df[term] = 0
             else:  # the distinct holders, less the documents gone since
                 df[term] = len(p.holders) - (len(dead.intersection(p.holders)) if dead else 0)
-        return BodyStats(int(totals.get("=documents", 0)), df, int(totals.get("=passages", 0)),
-                         int(totals.get("=words", 0)))
+        return dataclasses.replace(_totals(self.db), df=df)
 
     def field_hits(self, terms: Sequence[str]) -> Mapping[int, FieldHits]:
         wanted = list(dict.fromkeys(terms))
@@ -855,13 +857,18 @@ class SqliteSearchIndex:
                                    (prefix, prefix + "\U0010ffff")).fetchone()[0])
 
 
+def _totals(db: sqlite3.Connection) -> BodyStats:
+    """The door's documents, passages and words, from the tallies (no term's df)."""
+    found = dict(db.execute("SELECT name, n FROM tallies WHERE name LIKE '=%'").fetchall())
+    return BodyStats(int(found.get("=documents", 0)), {}, int(found.get("=passages", 0)),
+                     int(found.get("=words", 0)))
+
+
 def _expected(db: sqlite3.Connection) -> float:
-    """The door's average passage length now (what `BodyStats.expected` reads), 0 without
-    passages: what a list written now is computed at."""
-    found = dict(db.execute(
-        "SELECT name, n FROM tallies WHERE name IN ('=words', '=passages')").fetchall())
-    passages = int(found.get("=passages", 0))
-    return max(int(found.get("=words", 0)) / passages, 1.0) if passages > 0 else 0.0
+    """The door's average passage length now, as a search reads it, 0 without passages:
+    what a list written now is computed at."""
+    totals = _totals(db)
+    return totals.expected if totals.passages > 0 else 0.0
 
 
 def _tier(rows: int) -> int:
