@@ -20,6 +20,7 @@ from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry, entry_from_document
 from dsh_chapters_core.search.index import DoorLayout
 from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchRequest, SearchService
+from dsh_chapters_core.search.topk import Postings
 from dsh_chapters_core.testing.fakes_search import (
     MemorySearchIndex,
     chapter_path,
@@ -144,6 +145,21 @@ def terms_of(index: Index) -> set[str]:
                 e.topic_terms | e.title_terms | e.summary_terms | e.category_terms)})
 
 
+def assert_lookups_read_the_rows(p: Postings) -> None:
+    """Each holder's span and the rows a lookup reads there are its rows of the columns (the
+    holders first, as a lookup reads them before the columns)."""
+    looked = []
+    for doc in [*p.holders, max(p.holders, default=0) + 1]:
+        lo, hi = p.span(doc)
+        base, columns = p.rows_at(lo, hi)
+        looked.append((doc, lo, hi, [[c[r - base] for r in range(lo, hi)] for c in columns]))
+    assert p.rows == len(p.docs)
+    for doc, lo, hi, rows in looked:
+        assert list(p.docs).count(doc) == hi - lo
+        assert all(d == doc for d in p.docs[lo:hi])
+        assert rows == [list(c[lo:hi]) for c in (p.docs, p.passage, p.tf, p.length, p.mention)]
+
+
 def held(index: Index, terms: list[str]) -> dict[str, object]:
     """Everything an index holds, by path (ids differ between two indexes of one corpus)."""
     shas = dict(index.shas())
@@ -155,6 +171,7 @@ def held(index: Index, terms: list[str]) -> dict[str, object]:
     postings = {}
     for term, p in zip(terms, index.postings(terms), strict=True):
         if p is not None:
+            assert_lookups_read_the_rows(p)
             rows = sorted((path_of[d], k, n, length) for d, k, n, length in
                           zip(p.docs, p.passage, p.tf, p.length, strict=True) if d not in gone)
             if rows:
@@ -203,20 +220,25 @@ def indexed_entries(root: Path, aliases: AliasMap = EMPTY_ALIASES
 @given(st.randoms(use_true_random=False),
        st.lists(st.sampled_from(["add", "rewrite", "retitle", "remove", "batch", "realias"]),
                 min_size=1, max_size=14),
-       st.sampled_from([1024, 4096, 1 << 20]))
+       st.sampled_from([1024, 4096, 1 << 20]), st.booleans())
 def test_the_index_after_any_writes_equals_a_rebuild(rnd: random.Random, steps: list[str],
-                                                    segment: int) -> None:
+                                                    segment: int, lazy: bool) -> None:
     """Writes one at a time, rewrites, frontmatter-only rewrites (same body, as enrichment
     does), removals, batches and new topic aliases (every row re-derived from the same bytes),
     with segments small enough to be merged: what the index holds equals a fresh index of the
-    same files, and the in-memory reference."""
+    same files, and the in-memory reference. Between writes the live index is read (its blobs
+    as asked when `lazy`), so each write follows a question's reads."""
     aliases = EMPTY_ALIASES
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "store"
         random_corpus(root, rnd, 6, mixed=True)
-        live = SqliteSearchIndex(Path(tmp) / "live.sqlite", segment_bytes=segment)
+        live = SqliteSearchIndex(Path(tmp) / "live.sqlite", segment_bytes=segment,
+                                 lazy_bytes=0 if lazy else 1 << 20)
         live.apply(upserts=indexed_entries(root), removed=(), state={"manifest": "0"})
         for n, step in enumerate(steps):
+            for p in live.postings(["alembic", "the", "retry"]):
+                if p is not None:
+                    assert_lookups_read_the_rows(p)
             chapters = sorted(root.glob("s*/chapters/*.md"))
             if step == "add" or not chapters:
                 random_corpus(root, rnd, 1, mixed=True)
@@ -414,7 +436,15 @@ def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
     packed (one row, a few, many; 16 or 32 bits)."""
     from array import array
 
-    from dsh_chapters_fs.search_index import _U32, _blob, _merged, _postings, _unpack
+    from dsh_chapters_fs.search_index import (
+        _STARTS,
+        _U32,
+        _blob,
+        _merged,
+        _parts,
+        _postings,
+        _unpack,
+    )
 
     blobs, doc = [], 0
     for rows in parts:
@@ -438,6 +468,65 @@ def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
         assert [list(c) for c in got] == [list(rows[k::5]) for k in range(5)]
         assert (read.most, read.shortest) == (max(rows[2::5]), min(rows[3::5]))
         assert list(read.holders) == list(dict.fromkeys(rows[0::5]))
+    for blob in [*blobs, merged] if merged else blobs:  # where each holder's rows start
+        _, parts, _ = _parts(blob)
+        holders, starts = array(_U32), array(_U32)
+        holders.frombytes(parts[0])
+        starts.frombytes(parts[_STARTS])
+        docs = array(_U32)
+        docs.frombytes(parts[_STARTS + 1])
+        assert list(starts) == [list(docs).index(h) for h in holders]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 9), _VALUE,
+                                   st.integers(0, 30)), min_size=1, max_size=24),
+                min_size=1, max_size=5),
+       st.integers(1, 300), st.randoms(use_true_random=False))
+def test_a_terms_blobs_read_as_asked_read_as_the_whole(
+        parts: list[list[tuple[int, int, int, int]]], per_read: int, rnd: random.Random) -> None:
+    """A term read from its blobs as asked (holders and lists first, a lookup's rows from the
+    blob, every row only when a walk needs them, or when lookups have read enough) reads what
+    reading the blobs whole does, whatever their widths, in any order of lookups."""
+    from array import array
+    from unittest import mock
+
+    import dsh_chapters_fs.search_index as index
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE postings (seg INTEGER, term TEXT, data BLOB)")
+    blobs, doc = [], 0
+    for seg, rows in enumerate(parts):
+        flat = array(index._U32)
+        doc += 1
+        for k, (passage, tf, length, mention) in enumerate(rows):
+            doc += k > 0 and passage % 3 > 0
+            flat.extend((doc, passage, tf, length, mention))
+        blobs.append(index._blob(flat))
+        db.execute("INSERT INTO postings VALUES (?, 'w', ?)", (seg, blobs[-1]))
+    whole = index._postings(blobs)
+    assert whole is not None
+    with mock.patch.object(index, "_LOOKUPS_PER_READ", per_read):
+        rowids = [r for (r,) in db.execute("SELECT rowid FROM postings")]
+        asked = index._BlobPostings(db, rowids)
+        assert (list(asked.holders), asked.rows, asked.most, asked.shortest) == (
+            list(whole.holders), whole.rows, whole.most, whole.shortest)
+        assert list(asked.parts) == list(whole.parts)
+        holders = [*whole.holders, 0, doc + 1]
+        rnd.shuffle(holders)
+        for d in holders:
+            span, lo, hi = asked.span(d), *whole.span(d)
+            assert span == (lo, hi) or (span[0] == span[1] and lo == hi)  # or both empty
+            base, columns = asked.rows_at(*span)
+            got = [[c[r - base] for r in range(*span)] for c in columns]
+            assert got == [list(c[span[0]:span[1]]) for c in
+                           (whole.docs, whole.passage, whole.tf, whole.length, whole.mention)]
+            base, (_, _, tf, length, _) = asked.rows_at(*span, weights=True)
+            assert [[c[r - base] for r in range(*span)] for c in (tf, length)] == got[2:4]
+        assert [list(c) for c in (asked.docs, asked.passage, asked.tf, asked.length,
+                                  asked.mention)] == [
+            list(c) for c in (whole.docs, whole.passage, whole.tf, whole.length, whole.mention)]
+        asked.close()
 
 
 @settings(max_examples=300, deadline=None)
@@ -488,22 +577,27 @@ def test_a_parts_list_bounds_what_the_word_adds_to_every_holder(
                     assert exact[d] <= listed.get(d, found.rest) * factor * (1 + 1e-12)
 
 
-def test_a_search_over_lists_answers_as_one_without_an_index(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lazy_bytes", [0, 1 << 20])
+def test_a_search_over_lists_answers_as_one_without_an_index(tmp_path: Path,
+                                                             lazy_bytes: int) -> None:
     """Small segments merged into bigger ones, each part of a word's postings with three
     holders or more keeping a list of two, and no term walked before the first candidates
     are scored (so the lists are taken): every answer, at every budget, is the one without an
-    index."""
+    index, with every term's blobs read as asked (0) or whole."""
     from unittest import mock
 
+    import dsh_chapters_fs.search_index as index
     from dsh_chapters_core.search import impacts, topk
     from dsh_chapters_fs.search_index import _parts
 
     random_corpus(tmp_path, random.Random(11), 60, mixed=False)  # no legacy fragment: top-k
     taken = mock.patch.object(impacts, "raised", wraps=impacts.raised)
+    asked = mock.patch.object(index, "_BlobPostings", side_effect=index._BlobPostings)
     with mock.patch.object(impacts, "HOLDERS", 3), mock.patch.object(impacts, "KEEP", 2), \
             mock.patch.dict(topk.top_matches.__kwdefaults__, {"eager_rows": 0}), \
-            taken as read_lists, \
-            SqliteSearchIndex(tmp_path / "cache/search-store.sqlite", segment_bytes=2048) as cache:
+            taken as read_lists, asked as read_as_asked, \
+            SqliteSearchIndex(tmp_path / "cache/search-store.sqlite", segment_bytes=2048,
+                              lazy_bytes=lazy_bytes) as cache:
         cached, plain = service(tmp_path, cache), service(tmp_path, None)
         for query in ("auth sqlite", "retry alembic head", "migration token deploy", "sqlite"):
             for budget in (1_000_000, 400, 90):
@@ -513,4 +607,5 @@ def test_a_search_over_lists_answers_as_one_without_an_index(tmp_path: Path) -> 
                  if _parts(blob)[2]]
         segments = cache.db.execute("SELECT count(*) FROM segments").fetchone()[0]
         assert read_lists.called  # the answers above took lists
+        assert read_as_asked.called == (lazy_bytes == 0)
     assert lists and segments > 1  # lists were written, and merged

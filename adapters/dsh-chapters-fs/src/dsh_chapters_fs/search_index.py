@@ -24,6 +24,7 @@ one tier make one of the next), so a term is a few rows to read however the door
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import itertools
@@ -36,6 +37,7 @@ from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
+from typing import Literal
 
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
@@ -46,10 +48,10 @@ from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.impacts import ImpactList
 from dsh_chapters_core.search.passages import BodyStats, body_passages
 from dsh_chapters_core.search.stitching import is_legacy_fragment
-from dsh_chapters_core.search.topk import DocFacts, TermPostings
+from dsh_chapters_core.search.topk import DocFacts, Postings, RowColumns, TermPostings
 
-SCHEMA_VERSION = 19
-_U32 = "I" if array("I").itemsize == 4 else "L"
+SCHEMA_VERSION = 20
+_U32: Literal["I", "L"] = "I" if array("I").itemsize == 4 else "L"
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _KINDS = {k.value: k for k in DocumentKind}
@@ -133,20 +135,33 @@ class _Segment:
 
 
 _ROW = 5  # numbers per row: document, passage, frequency, passage words, first mention
-_U16 = "H"
+_U16: Literal["H"] = "H"
 
 
 # A blob's head: its rows, the most any passage holds the term, the shortest passage that holds
 # it and its holders (unsigned 32-bit numbers in the machine's order), then the width in bytes
 # of each column after the documents' (passage, frequency, passage words, first mention).
 _HEAD = struct.Struct("=4I4B")
+# After the head, a blob's parts: its holders, where each holder's rows start (so a lookup
+# finds a document's rows from the holders alone, without the rows' documents), then the five
+# columns of its rows (`_COLUMNS`: document, passage, frequency, passage words, first mention).
+_STARTS = 1
+_COLUMNS = 2
 
 
 # A term of a few rows whose numbers all fit 16 bits is packed in one struct call: most of a
 # segment's terms are held a few times (a name, a hash, a path), and a flush writes each one
 # a blob, so the per-term steps of the general path cost more than its rows.
 _FEW_ROWS = 16
-_ONE_ROW = struct.Struct("=4I4B2I4H")
+# A term whose blobs hold more than this is read as asked (`_BlobPostings`), not whole.
+_LAZY_BYTES = 1 << 20
+# A lookup's cost in rows beyond its own (a handful of blob reads), and how many rows of
+# lookups make reading every row cheaper: then the rows are read whole.
+_LOOKUP_ROWS = 8
+_LOOKUPS_PER_READ = 32
+_EVERY_COLUMN = range(_ROW)
+_WEIGHTS = (2, 3)  # frequency and passage words: what a ceiling's lookup reads
+_ONE_ROW = struct.Struct("=4I4B3I4H")
 _PACKERS: dict[tuple[int, int], struct.Struct] = {}
 _NARROW = 1 << 16
 _LOW = 0 if sys.byteorder == "little" else 1  # which half of a 32-bit number is its low one
@@ -160,14 +175,15 @@ _F64 = "d"
 def _blob(rows: Sequence[int], expected: float = 0.0) -> bytes:
     """A term's rows over a segment (flat: document, passage, frequency, passage words, first
     mention), by column: a head (`_HEAD`), the distinct documents holding it (its document
-    frequency, without a pass over the rows), then each column whole, the last four in 16
-    bits where every number fits (nearly always). A reader copies each column out in one
-    piece, and a common word's postings take 12 bytes a row instead of 20. With many holders
-    and a door of passages (`expected`, their average length), the list (`_TRAIL`)."""
+    frequency, without a pass over the rows) and where each one's rows start, then each column
+    whole, the last four in 16 bits where every number fits (nearly always). A reader copies
+    each column out in one piece, and a common word's postings take 12 bytes a row, not 20.
+    With many holders and a door of passages (`expected`, their average length), the list
+    (`_TRAIL`)."""
     listed = expected > 0 and impacts.HOLDERS <= _FEW_ROWS  # a few rows may need a list
     if len(rows) == _ROW and max(rows[1], rows[2], rows[3], rows[4]) < _NARROW and not listed:
         doc, passage, tf, length, mention = rows
-        return _ONE_ROW.pack(1, tf, length, 1, 2, 2, 2, 2, doc, doc, passage, tf, length,
+        return _ONE_ROW.pack(1, tf, length, 1, 2, 2, 2, 2, doc, 0, doc, passage, tf, length,
                              mention)
     if len(rows) <= _ROW * _FEW_ROWS and not listed:
         few = _few_rows_blob(rows)
@@ -178,7 +194,7 @@ def _blob(rows: Sequence[int], expected: float = 0.0) -> bytes:
     holders = array(_U32, dict.fromkeys(docs))  # in order: the rows are in document order
     columns = [flat[k::_ROW] for k in range(1, _ROW)]
     widths: list[int] = []
-    packed = [holders.tobytes(), docs.tobytes()]
+    packed = [holders.tobytes(), _starts(docs, holders).tobytes(), docs.tobytes()]
     for column in columns:
         halves = memoryview(column).cast("B").cast("H")
         if halves[1 - _LOW::2].tobytes().strip(b"\0"):  # a number past 16 bits: all 32
@@ -192,6 +208,11 @@ def _blob(rows: Sequence[int], expected: float = 0.0) -> bytes:
         packed.append(_trail(impacts.impact_list(
             impacts.adds(docs, columns[1], columns[2], expected), expected)))
     return head + b"".join(packed)
+
+
+def _starts(docs: Sequence[int], holders: Sequence[int]) -> array[int]:
+    """Per holder, the first of its rows (a binary search each: holders are fewer than rows)."""
+    return array(_U32, map(bisect.bisect_left, itertools.repeat(docs, len(holders)), holders))
 
 
 def _trail(found: ImpactList) -> bytes:
@@ -221,17 +242,19 @@ def _few_rows_blob(rows: Sequence[int]) -> bytes | None:
     n = len(docs)
     packer = _PACKERS.get((len(holders), n))
     if packer is None:
-        packer = _PACKERS[(len(holders), n)] = struct.Struct(f"=4I4B{len(holders) + n}I{4 * n}H")
-    return packer.pack(n, most, min(length), len(holders), 2, 2, 2, 2, *holders, *docs,
-                       *passage, *tf, *length, *mention)
+        packer = _PACKERS[(len(holders), n)] = struct.Struct(
+            f"=4I4B{2 * len(holders) + n}I{4 * n}H")
+    starts = [at for at in range(n) if not at or docs[at] != docs[at - 1]]
+    return packer.pack(n, most, min(length), len(holders), 2, 2, 2, 2, *holders, *starts,
+                       *docs, *passage, *tf, *length, *mention)
 
 
 def _parts(blob: bytes) -> tuple[tuple[int, ...], list[memoryview], memoryview]:
-    """A blob's head, its six parts (holders, then the five columns) and what follows them
-    (its list, or nothing), as views."""
+    """A blob's head, its seven parts (holders, their rows' starts, then the five columns) and
+    what follows them (its list, or nothing), as views."""
     head = _HEAD.unpack_from(blob)
     rows, holders = head[0], head[3]
-    sizes = [4 * holders, 4 * rows, *(w * rows for w in head[4:])]
+    sizes = [4 * holders, 4 * holders, 4 * rows, *(w * rows for w in head[4:])]
     view = memoryview(blob)
     parts, at = [], _HEAD.size
     for size in sizes:
@@ -310,8 +333,15 @@ def _merged(blobs: Sequence[bytes], dead: AbstractSet[int], expected: float = 0.
         return _blob(rows, expected) if rows else b""
     joined = _joined_head(heads)
     head = _HEAD.pack(*joined, *heads[0][4:])
-    out: list[bytes | memoryview] = [head, *(parts[k] for k in range(_ROW + 1)
-                                              for _, parts, _ in split)]
+    starts, base = array(_U32), 0
+    for h, parts, _ in split:  # each part's starts moved past the rows before it
+        part = array(_U32)
+        part.frombytes(parts[_STARTS])
+        starts.extend(map(base.__add__, part) if base else part)
+        base += h[0]
+    out: list[bytes | memoryview] = [
+        head, *(parts[0] for _, parts, _ in split), starts.tobytes(),
+        *(parts[k] for k in range(_COLUMNS, _COLUMNS + _ROW) for _, parts, _ in split)]
     if joined[3] >= impacts.HOLDERS and expected > 0:
         out.append(_trail(_joined_list(split, expected)))
     return b"".join(out)
@@ -328,7 +358,8 @@ def _joined_list(split: Sequence[tuple[tuple[int, ...], list[memoryview], memory
         if found is not None:
             lists.append(found)
             continue
-        docs, tf, length = (_extend(None, parts[k + 1], _width(head, k)) for k in (0, 2, 3))
+        docs, tf, length = (_extend(None, parts[_COLUMNS + k], _width(head, k))
+                            for k in (0, 2, 3))
         walked.update(impacts.adds(docs, tf, length, expected))
     return impacts.merged_list(lists, walked, expected)
 
@@ -347,7 +378,7 @@ def _read_columns(blobs: Iterable[bytes]) -> tuple[
         heads.append(head)
         holders.frombytes(parts[0])
         for k in range(_ROW):
-            columns[k] = _extend(columns[k], parts[k + 1], _width(head, k))
+            columns[k] = _extend(columns[k], parts[_COLUMNS + k], _width(head, k))
         lists.append(_impact_list(trail))
     return heads, holders, [array(_U32) if c is None else c for c in columns], lists
 
@@ -355,13 +386,149 @@ def _read_columns(blobs: Iterable[bytes]) -> tuple[
 def _postings(blobs: Iterable[bytes]) -> TermPostings | None:
     """A term's postings from its segment blobs in segment order (None when no row is left).
     The bounds over every row are the blobs' own (their heads), so no row is read to find
-    them."""
-    heads, holders, (docs, passage, tf, length, mention), lists = _read_columns(blobs)
-    if not docs:
+    them. Each column is its parts joined once and viewed as numbers, not copied again into
+    an array grown part by part: for a common word's 20 MB that took 29 ms against 8 ms,
+    most of it the growing."""
+    kept = list(blobs)
+    split = [_parts(b) for b in kept]
+    heads = [h for h, _, _ in split]
+    if not heads or not sum(h[0] for h in heads):
         return None
+    columns: Sequence[Sequence[int]]
+    holders: Sequence[int]
+    if len({h[4:] for h in heads}) > 1:  # a column past 16 bits in some part: widened (rare)
+        heads, holders, columns, lists = _read_columns(kept)
+    else:
+        codes = (_U32, _U32, *(_U32 if w == 4 else _U16 for w in heads[0][4:]))
+        holders, *columns = (
+            _view([parts[k] for _, parts, _ in split], code)
+            for k, code in zip((0, *range(_COLUMNS, _COLUMNS + _ROW)), codes, strict=True))
+        lists = [_impact_list(trail) for _, _, trail in split]
+    docs, passage, tf, length, mention = columns
     _, most, shortest, _ = _joined_head(heads)
     return TermPostings(docs, passage, tf, length, most, shortest, mention, holders,
                         [(h[0], found) for h, found in zip(heads, lists, strict=True)])
+
+
+class _BlobPostings:
+    """A common word's postings read from its blobs as they are asked for (SQLite's
+    incremental blob I/O): its holders, their rows' starts and its lists at once, a lookup's
+    own rows from the blob, and every column only when a walk needs them all. A question
+    answered from a common word's lists (`topk.take_lists`) then reads its holders, not its
+    20 MB of rows. Lookups that have read more than a share of the rows read them all (each
+    lookup is a few reads; the whole read is one). The blobs are open until `close`, inside
+    the index's read transaction, so every read sees the rows the holders came from."""
+
+    __slots__ = ("_blobs", "_columns", "_holder_base", "_looked", "_offsets", "_row_base",
+                 "_starts", "_widths", "holders", "most", "parts", "rows", "shortest")
+
+    def __init__(self, db: sqlite3.Connection, rowids: Sequence[int]) -> None:
+        self._blobs: list[sqlite3.Blob] = []
+        self._offsets: list[list[int]] = []  # per part: where each column starts in its blob
+        self._widths: list[tuple[int, ...]] = []
+        self._starts: list[memoryview] = []
+        self._holder_base: list[int] = []  # per part: the holders and rows before it
+        self._row_base: list[int] = []
+        self._columns: RowColumns | None = None
+        self._looked = 0
+        heads: list[tuple[int, ...]] = []
+        holders: list[memoryview] = []
+        lists: list[ImpactList | None] = []
+        for rowid in rowids:
+            blob = db.blobopen("postings", "data", rowid, readonly=True)
+            self._blobs.append(blob)
+            head = _HEAD.unpack(blob.read(_HEAD.size))
+            rows, count = head[0], head[3]
+            near = memoryview(blob.read(8 * count))
+            holders.append(near[:4 * count])
+            self._starts.append(near[4 * count:].cast(_U32))
+            widths = (4, *head[4:])
+            at = _HEAD.size + 8 * count
+            offsets = []
+            for w in widths:
+                offsets.append(at)
+                at += w * rows
+            blob.seek(at)
+            lists.append(_impact_list(memoryview(blob.read())))
+            self._holder_base.append(sum(h[3] for h in heads))
+            self._row_base.append(sum(h[0] for h in heads))
+            self._offsets.append(offsets)
+            self._widths.append(widths)
+            heads.append(head)
+        self.holders = _view(holders, _U32)
+        self.parts = [(h[0], found) for h, found in zip(heads, lists, strict=True)]
+        self.rows, self.most, self.shortest, _ = _joined_head(heads)
+
+    def close(self) -> None:
+        for blob in self._blobs:
+            blob.close()
+
+    def _all(self) -> RowColumns:
+        if self._columns is None:
+            blobs = []
+            for blob in self._blobs:
+                blob.seek(0)
+                blobs.append(blob.read())
+            found = _postings(blobs)
+            assert found is not None
+            self._columns = (found.docs, found.passage, found.tf, found.length, found.mention)
+        return self._columns
+
+    @property
+    def docs(self) -> Sequence[int]:
+        return self._all()[0]
+
+    @property
+    def passage(self) -> Sequence[int]:
+        return self._all()[1]
+
+    @property
+    def tf(self) -> Sequence[int]:
+        return self._all()[2]
+
+    @property
+    def length(self) -> Sequence[int]:
+        return self._all()[3]
+
+    @property
+    def mention(self) -> Sequence[int]:
+        return self._all()[4]
+
+    def span(self, doc: int) -> tuple[int, int]:
+        holders = self.holders
+        j = bisect.bisect_left(holders, doc)
+        if j == len(holders) or holders[j] != doc:
+            return 0, 0
+        k = bisect.bisect_right(self._holder_base, j) - 1
+        local, starts = j - self._holder_base[k], self._starts[k]
+        end = starts[local + 1] if local + 1 < len(starts) else self.parts[k][0]
+        return self._row_base[k] + starts[local], self._row_base[k] + end
+
+    def rows_at(self, lo: int, hi: int, *, weights: bool = False) -> tuple[int, RowColumns]:
+        if self._columns is None:
+            self._looked += hi - lo + _LOOKUP_ROWS
+            if self._looked * _LOOKUPS_PER_READ < self.rows:
+                return lo, self._cut(lo, hi, _WEIGHTS if weights else _EVERY_COLUMN)
+        return 0, self._all()
+
+    def _cut(self, lo: int, hi: int, which: Sequence[int]) -> RowColumns:
+        """Rows lo..hi-1 (of one part) read from its blob: the columns `which` names (the
+        others empty)."""
+        k = bisect.bisect_right(self._row_base, lo) - 1
+        local = lo - self._row_base[k]
+        blob, offsets, widths = self._blobs[k], self._offsets[k], self._widths[k]
+        columns: list[Sequence[int]] = [(), (), (), (), ()]
+        for c in which:
+            w = widths[c]
+            blob.seek(offsets[c] + w * local)
+            columns[c] = memoryview(blob.read(w * (hi - lo))).cast(_U32 if w == 4 else _U16)
+        return columns[0], columns[1], columns[2], columns[3], columns[4]
+
+
+def _view(parts: Sequence[memoryview], code: Literal["I", "L", "H"]) -> memoryview:
+    """One column from its parts, as numbers of type `code`: a lone part as it is (no copy)."""
+    joined = parts[0] if len(parts) == 1 else memoryview(b"".join(parts))
+    return joined.cast("B").cast(code)
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -413,12 +580,15 @@ class SqliteSearchIndex:
 
     def __init__(self, path: str | Path, *,
                  passage_lines: int = DEFAULTS.search_passage_lines,
-                 segment_bytes: int = DEFAULTS.search_segment_bytes) -> None:
+                 segment_bytes: int = DEFAULTS.search_segment_bytes,
+                 lazy_bytes: int = _LAZY_BYTES) -> None:
         self.path = Path(path)
         self.passage_lines = passage_lines  # where long blocks are cut into passages
         self.segment_bytes = segment_bytes  # body text a segment holds before it is written
         self._db: sqlite3.Connection | None = None
-        self._loaded: dict[str, TermPostings | None] = {}  # the last query's postings
+        self.lazy_bytes = lazy_bytes  # a term's blobs past this are read as asked
+        self._loaded: dict[str, Postings | None] = {}  # the last query's postings
+        self._open: list[_BlobPostings] = []  # postings reading their blobs as asked
         self._dead: frozenset[int] | None = None
         self._segs: list[int] | None = None
 
@@ -480,9 +650,27 @@ class SqliteSearchIndex:
         return self._db
 
     def close(self) -> None:
+        self._release()
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    def _pin(self) -> sqlite3.Connection:
+        """The connection, in a read transaction from the first read of a question on: the
+        segments, dead documents and every postings blob a question reads are of one state of
+        the index, whatever another process writes meanwhile (WAL: it never waits on us)."""
+        db = self.db
+        if not db.in_transaction:
+            db.execute("BEGIN")
+        return db
+
+    def _release(self) -> None:
+        """What `_pin` held: open blobs closed, the read transaction ended, cached reads let go."""
+        for found in self._open:
+            found.close()
+        self._open = []
+        if self._db is not None and self._db.in_transaction:
+            self._db.execute("COMMIT")
         self._loaded = {}
         self._dead = None
         self._segs = None
@@ -509,10 +697,8 @@ class SqliteSearchIndex:
         state: Mapping[str, str],
         reset: bool = False,
     ) -> None:
+        self._release()
         db = self.db
-        self._loaded = {}
-        self._dead = None
-        self._segs = None
         # A batch touches the frontmatter rows of every term it holds: enough cache that each
         # page is written once per batch, not once per document.
         db.execute(f"PRAGMA cache_size = -{_WRITE_CACHE_KIB}")
@@ -704,29 +890,40 @@ class SqliteSearchIndex:
 
     def _dead_ids(self) -> frozenset[int]:
         if self._dead is None:
-            self._dead = frozenset(int(r[0]) for r in self.db.execute("SELECT id FROM dead"))
+            self._dead = frozenset(int(r[0]) for r in self._pin().execute("SELECT id FROM dead"))
         return self._dead
 
     def _segments(self) -> list[int]:
         if self._segs is None:
             self._segs = [int(r[0]) for r in
-                          self.db.execute("SELECT seg FROM segments ORDER BY seg")]
+                          self._pin().execute("SELECT seg FROM segments ORDER BY seg")]
         return self._segs
 
-    def _postings(self, term: str) -> TermPostings | None:
+    def _postings(self, term: str) -> Postings | None:
         if term in self._loaded:
             return self._loaded[term]
         segs = self._segments()
-        # One seek per segment (the key is (seg, term)): a few rows however the door grew.
-        found = _postings(r[0] for r in self.db.execute(
-            f"SELECT data FROM postings WHERE seg IN ({','.join('?' * len(segs))}) "
-            "AND term = ? ORDER BY seg", (*segs, term))) if segs else None
+        found: Postings | None = None
+        if segs:
+            # One seek per segment (the key is (seg, term)): a few rows however the door grew.
+            # A blob's length is in its record's header: no page of the blob is read for it.
+            marks = ",".join("?" * len(segs))
+            rows = self.db.execute(
+                f"SELECT rowid, length(data) FROM postings WHERE seg IN ({marks}) "
+                "AND term = ? ORDER BY seg", (*segs, term)).fetchall()
+            if sum(n for _, n in rows) > self.lazy_bytes:
+                found = _BlobPostings(self.db, [r for r, _ in rows])
+                self._open.append(found)
+            elif rows:
+                found = _postings(r[0] for r in self.db.execute(
+                    f"SELECT data FROM postings WHERE rowid IN ({','.join('?' * len(rows))}) "
+                    "ORDER BY seg", [r for r, _ in rows]))
         if len(self._loaded) > 256:
             self._loaded = {}
         self._loaded[term] = found
         return found
 
-    def postings(self, terms: Sequence[str]) -> list[TermPostings | None]:
+    def postings(self, terms: Sequence[str]) -> list[Postings | None]:
         return [self._postings(t) for t in terms]
 
     def stats(self, terms: Sequence[str]) -> BodyStats:

@@ -14,7 +14,7 @@ from dsh_chapters_core.ports.store import FileTree
 from dsh_chapters_core.search.dates import TimeWindow
 from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.passages import BodyStats
-from dsh_chapters_core.search.topk import DocFacts, TermPostings
+from dsh_chapters_core.search.topk import DocFacts, Postings
 
 
 class DocumentReader(Protocol):
@@ -94,7 +94,7 @@ class SearchIndex(Protocol):
         frequency."""
         ...
 
-    def postings(self, terms: Sequence[str]) -> list[TermPostings | None]:
+    def postings(self, terms: Sequence[str]) -> list[Postings | None]:
         """Each body term's postings (None for a term no body holds)."""
         ...
 

@@ -41,7 +41,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import overload
+from typing import Protocol, overload
 
 from dsh_chapters_core.search import impacts
 from dsh_chapters_core.search.impacts import ImpactList
@@ -91,6 +91,57 @@ class TermPostings:
     # strongest holders when it keeps one (impacts.py). Empty: one part, without a list.
     parts: Sequence[tuple[int, ImpactList | None]] = ()
 
+    @property
+    def rows(self) -> int:
+        return len(self.docs)
+
+    def span(self, doc: int) -> tuple[int, int]:
+        lo = bisect.bisect_left(self.docs, doc)
+        return lo, bisect.bisect_right(self.docs, doc, lo)
+
+    def rows_at(self, lo: int, hi: int, *, weights: bool = False) -> tuple[int, RowColumns]:
+        return 0, (self.docs, self.passage, self.tf, self.length, self.mention)
+
+
+# A term's rows by column (document, passage, frequency, passage words, first mention).
+RowColumns = tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int], Sequence[int]]
+
+
+class Postings(Protocol):
+    """A term's postings as the search reads them: `TermPostings`, or an index's own that
+    reads its columns only when a walk needs them all, and a lookup's rows alone before."""
+
+    @property
+    def docs(self) -> Sequence[int]: ...
+    @property
+    def passage(self) -> Sequence[int]: ...
+    @property
+    def tf(self) -> Sequence[int]: ...
+    @property
+    def length(self) -> Sequence[int]: ...
+    @property
+    def mention(self) -> Sequence[int]: ...
+    @property
+    def most(self) -> int: ...
+    @property
+    def shortest(self) -> int: ...
+    @property
+    def holders(self) -> Sequence[int]: ...
+    @property
+    def parts(self) -> Sequence[tuple[int, ImpactList | None]]: ...
+
+    @property
+    def rows(self) -> int:
+        """How many rows (the columns' length), without reading them."""
+
+    def span(self, doc: int) -> tuple[int, int]:
+        """The document's rows, [lo, hi) (empty when it does not hold the term)."""
+
+    def rows_at(self, lo: int, hi: int, *, weights: bool = False) -> tuple[int, RowColumns]:
+        """Columns holding rows lo..hi-1, and the row their index 0 holds: row r is at
+        r - base (the whole columns, base 0, when they are read). With `weights`, only the
+        frequencies and passage words need hold them (a ceiling's lookup)."""
+
 
 @dataclass(frozen=True, slots=True)
 class DocFacts:
@@ -124,7 +175,7 @@ class BodyQuery:
     """A query's body side over one door: per term its postings (None when no body holds it)
     and inverse document frequency, the door's average passage length, and the rules."""
 
-    postings: Sequence[TermPostings | None]
+    postings: Sequence[Postings | None]
     idf: Sequence[float]
     expected: float
     rules: PassageRules
@@ -137,7 +188,7 @@ class BodyQuery:
     def upper(self, i: int) -> float:
         """The most term i adds to any passage of the door (its largest m, smallest l)."""
         p = self.postings[i]
-        if p is None or not p.docs:
+        if p is None or not p.rows:
             return 0.0
         return term_ceiling(self.idf[i], p.most, p.shortest, self.rules.k1, self.rules.b,
                             self.expected)
@@ -157,15 +208,13 @@ class BodyQuery:
         for i, p in enumerate(self.postings):
             if p is None:
                 continue
-            docs = p.docs
-            lo = bisect.bisect_left(docs, doc)
-            hi = bisect.bisect_right(docs, doc, lo)
+            lo, hi = p.span(doc)
             if lo == hi:
                 continue
             anywhere += 1
             weight = idf[i]
-            passage, tf, length, mention = p.passage, p.tf, p.length, p.mention
-            for row in range(lo, hi):
+            base, (_, passage, tf, length, mention) = p.rows_at(lo, hi)
+            for row in range(lo - base, hi - base):
                 at = passage[row]
                 t = tf[row]
                 held = acc.get(at)
@@ -359,8 +408,11 @@ def top_matches(
         for rows, kept in p.parts:
             if kept is None:
                 end = start + rows
-                found.update(impacts.additions(p.docs[start:end], p.tf[start:end],
-                                               p.length[start:end], *shape[i], second_share))
+                base, (docs, _, tf, length, _) = p.rows_at(start, end)
+                found.update(impacts.additions(docs[start - base:end - base],
+                                               tf[start - base:end - base],
+                                               length[start - base:end - base],
+                                               *shape[i], second_share))
             else:
                 factor = idf[i] * impacts.raised(kept, expected)
                 found.update((d, min(a * factor, cap))
@@ -390,7 +442,7 @@ def top_matches(
             assert p is not None
             parts = p.parts if lists_bound else ()
             cost = sum(len(kept.docs) if kept else rows for rows, kept in parts)
-            if not any(kept for _, kept in parts) or 2 * cost > len(p.docs):
+            if not any(kept for _, kept in parts) or 2 * cost > p.rows:
                 cost = 0
             listing_costs[i] = cost
         return cost
@@ -414,9 +466,9 @@ def top_matches(
         # Every read is followed by a rebuild of the candidates' ceilings: with as many
         # candidates as the word has rows (a common word in every title), lists that still
         # leave the walk to do would cost a rebuild more than they save.
-        if cost and len(p.docs) < 2 * len(heap):
+        if cost and p.rows < 2 * len(heap):
             cost = 0
-        return best, cost > 0, cost or len(p.docs)
+        return best, cost > 0, cost or p.rows
 
     def tighten(doc: int) -> bool:
         """A candidate's ceiling with the open terms read off its own rows (a lookup each)
@@ -437,16 +489,14 @@ def top_matches(
                 continue
             p = body.postings[i]
             assert p is not None
-            docs = p.docs
-            lo = bisect.bisect_left(docs, doc)
-            hi = bisect.bisect_right(docs, doc, lo)
+            lo, hi = p.span(doc)
             looked += hi - lo + lookup_rows
             if lo == hi:
                 continue
             top, base, slope = shape[i]
-            tf, length = p.tf, p.length
+            at, (_, _, tf, length, _) = p.rows_at(lo, hi, weights=True)
             most = next_most = 0.0
-            for r in range(lo, hi):
+            for r in range(lo - at, hi - at):
                 t = tf[r]
                 c = top * t / (t + base + slope * length[r])
                 if c > most:
@@ -475,9 +525,9 @@ def top_matches(
     for i in order:
         p = body.postings[i]
         assert p is not None
-        if rows_walked + len(p.docs) > eager_rows:
+        if rows_walked + p.rows > eager_rows:
             break
-        rows_walked += len(p.docs)
+        rows_walked += p.rows
         walk(i)
     rebuild()
     batch = FIRST_BATCH

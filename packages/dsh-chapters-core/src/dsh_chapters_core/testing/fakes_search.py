@@ -19,7 +19,7 @@ from dsh_chapters_core.search.entries import SearchEntry
 from dsh_chapters_core.search.impacts import ImpactList, adds, impact_list
 from dsh_chapters_core.search.passages import BodyStats, Passage, body_passages, body_stats
 from dsh_chapters_core.search.stitching import is_legacy_fragment
-from dsh_chapters_core.search.topk import DocFacts, TermPostings
+from dsh_chapters_core.search.topk import DocFacts, Postings, TermPostings
 from dsh_chapters_core.testing.fakes_rules import document_from_text
 from dsh_chapters_core.testing.fakes_transport import MemoryTree
 
@@ -159,8 +159,8 @@ class MemorySearchIndex:
         return body_stats((ps for _, _, ps in self.docs.values()), terms,
                           documents=len(self.docs))
 
-    def postings(self, terms: Sequence[str]) -> list[TermPostings | None]:
-        out: list[TermPostings | None] = []
+    def postings(self, terms: Sequence[str]) -> list[Postings | None]:
+        out: list[Postings | None] = []
         for term in terms:
             rows = [(doc, i, p.tf[term], p.length, p.mentions()[term])
                     for doc in sorted(self.docs)
