@@ -94,7 +94,8 @@ def test_the_chapter_dated_then_ranks_first_and_the_date_alone_matches_nothing()
 
 _WORDS = ["the", "deploy", "in", "of", "since", "before", "march", "Mar", "may", "Sept",
           "3rd", "2023", "2023-10-03", "last", "past", "week", "weeks", "this", "month", "two",
-          "ago", "a", "yesterday", "Today", "fix", "during", "early", "Oct", "9", ",", "day"]
+          "ago", "a", "yesterday", "Today", "fix", "during", "early", "Oct", "9", ",", "day",
+          "404", "1999", "12023", "2023x", "x2023", "2023_", "20", "23", "-", "3", "30"]
 
 
 @settings(max_examples=1500, deadline=None)

@@ -9,7 +9,6 @@ the same codes as its tools and their arguments).
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +55,8 @@ def fold(text: str, *, wide: bool = False, width: int = OUTPUT_COLUMNS) -> str:
         hang = " " * (len(lead) + (len(label) if label else 2))
         if len(hang) > width // 2:
             hang = " " * (len(lead) + 2)
+        import textwrap  # a wide line only: `--json` and short lines never pay for it
+
         out.extend(textwrap.wrap(line, width=width, subsequent_indent=hang,
                                  break_long_words=False, break_on_hyphens=False,
                                  drop_whitespace=True) or [line])

@@ -21,9 +21,10 @@ _MONTH = "(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _DAY = r"(?P<day>[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _UNIT = r"(?P<unit>day|week|month|year)s?"
-# Every form holds a digit, a month's name or one of these words. A question with none of
-# them names no time, so it never pays for compiling the forms (a search process asks
-# one question: the compiling was a few milliseconds of it).
+# Every form holds a year (four digits, 19.. or 20..), a month's name or one of these words.
+# A question with none of them names no time, so it never pays for compiling the forms (a
+# search process asks one question: the compiling was a few milliseconds of it; an error's
+# status such as `404` is no year).
 _CUES = ("ago", "last", "past", "previous", "this", "yesterday", "today", *_MONTHS)
 
 
@@ -123,13 +124,18 @@ def read_forms(question: str, today: date | None) -> TimeWindow:
 
 
 def may_name_a_time(question: str) -> bool:
-    """False when no form can match: no digit, no month's name, none of the relative words.
+    """False when no form can match: no year, no month's name, none of the relative words.
     A question that is not all ASCII is always read (a case-blind match knows letters that
-    lower-casing does not, `ſ` for `s`)."""
-    if not question.isascii() or any(c.isdigit() for c in question):
+    lower-casing does not, `ſ` for `s`, and digits that are not ASCII)."""
+    if not question.isascii():
         return True
     lowered = question.lower()
-    return any(cue in lowered for cue in _CUES)
+    if any(cue in lowered for cue in _CUES):
+        return True
+    # The number forms (`2023`, `2023-10-03`, `October 3, 2023`) all hold a year: a run of
+    # exactly four digits.
+    runs = "".join(c if c.isdigit() else " " for c in question).split()
+    return any(len(run) == 4 and run[:2] in ("19", "20") for run in runs)
 
 
 def _relative(kind: str, got: dict[str, str | None], today: date) -> tuple[date, date]:
