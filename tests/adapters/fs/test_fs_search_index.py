@@ -431,35 +431,35 @@ _VALUE = st.one_of(st.integers(1, 400), st.integers(65_530, 70_000))
 def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
         parts: list[list[tuple[int, int, int, int]]], dead: set[int]) -> None:
     """Adjacent segments hold ascending, distinct documents; a merge without dead holders joins
-    the blobs from their heads, one with them drops their rows: both as `_blob(_unpack())`.
+    the blobs from their heads, one with them drops their rows: both as `pack_rows(unpack_rows())`.
     Postings read from the blobs, merged or not, are the rows' columns, however the blob was
     packed (one row, a few, many; 16 or 32 bits)."""
     from array import array
 
-    from dsh_chapters_fs.search_index import (
-        _STARTS,
-        _U32,
-        _blob,
-        _merged,
-        _parts,
-        _postings,
-        _unpack,
+    from dsh_chapters_fs.search_postings import (
+        STARTS,
+        U32,
+        blob_parts,
+        merge_blobs,
+        pack_rows,
+        read_postings,
+        unpack_rows,
     )
 
     blobs, doc = [], 0
     for rows in parts:
-        flat = array(_U32)
+        flat = array(U32)
         doc += 1  # a document is in one segment only
         for k, (passage, tf, length, mention) in enumerate(rows):
             doc += k > 0 and passage % 3 > 0  # now and then two passages of one document
             flat.extend((doc, passage, tf, length, mention))
-        blobs.append(_blob(flat))
-    _, kept = _unpack(blobs, frozenset(dead))
-    merged = _merged(blobs, frozenset(dead))
-    assert merged == (_blob(kept) if kept else b"")
-    _, everything = _unpack(blobs)
-    for read, rows in ((_postings(blobs), everything), (_postings([merged] if merged else []),
-                                                        kept)):
+        blobs.append(pack_rows(flat))
+    _, kept = unpack_rows(blobs, frozenset(dead))
+    merged = merge_blobs(blobs, frozenset(dead))
+    assert merged == (pack_rows(kept) if kept else b"")
+    _, everything = unpack_rows(blobs)
+    for read, rows in ((read_postings(blobs), everything),
+                       (read_postings([merged] if merged else []), kept)):
         if not rows:
             assert read is None
             continue
@@ -469,12 +469,12 @@ def test_a_merge_joins_a_terms_blobs_as_unpacking_them_would(
         assert (read.most, read.shortest) == (max(rows[2::5]), min(rows[3::5]))
         assert list(read.holders) == list(dict.fromkeys(rows[0::5]))
     for blob in [*blobs, merged] if merged else blobs:  # where each holder's rows start
-        _, parts, _ = _parts(blob)
-        holders, starts = array(_U32), array(_U32)
+        _, parts, _ = blob_parts(blob)
+        holders, starts = array(U32), array(U32)
         holders.frombytes(parts[0])
-        starts.frombytes(parts[_STARTS])
-        docs = array(_U32)
-        docs.frombytes(parts[_STARTS + 1])
+        starts.frombytes(parts[STARTS])
+        docs = array(U32)
+        docs.frombytes(parts[STARTS + 1])
         assert list(starts) == [list(docs).index(h) for h in holders]
 
 
@@ -491,24 +491,24 @@ def test_a_terms_blobs_read_as_asked_read_as_the_whole(
     from array import array
     from unittest import mock
 
-    import dsh_chapters_fs.search_index as index
+    import dsh_chapters_fs.search_postings as blobs_of
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE postings (seg INTEGER, term TEXT, data BLOB)")
     blobs, doc = [], 0
     for seg, rows in enumerate(parts):
-        flat = array(index._U32)
+        flat = array(blobs_of.U32)
         doc += 1
         for k, (passage, tf, length, mention) in enumerate(rows):
             doc += k > 0 and passage % 3 > 0
             flat.extend((doc, passage, tf, length, mention))
-        blobs.append(index._blob(flat))
+        blobs.append(blobs_of.pack_rows(flat))
         db.execute("INSERT INTO postings VALUES (?, 'w', ?)", (seg, blobs[-1]))
-    whole = index._postings(blobs)
+    whole = blobs_of.read_postings(blobs)
     assert whole is not None
-    with mock.patch.object(index, "_LOOKUPS_PER_READ", per_read):
+    with mock.patch.object(blobs_of, "LOOKUPS_PER_READ", per_read):
         rowids = [r for (r,) in db.execute("SELECT rowid FROM postings")]
-        asked = index._BlobPostings(db, rowids)
+        asked = blobs_of.BlobPostings(db, rowids)
         assert (list(asked.holders), asked.rows, asked.most, asked.shortest) == (
             list(whole.holders), whole.rows, whole.most, whole.shortest)
         assert list(asked.parts) == list(whole.parts)
@@ -547,19 +547,19 @@ def test_a_parts_list_bounds_what_the_word_adds_to_every_holder(
     from unittest import mock
 
     from dsh_chapters_core.search import impacts
-    from dsh_chapters_fs.search_index import _U32, _blob, _merged, _postings
+    from dsh_chapters_fs.search_postings import U32, merge_blobs, pack_rows, read_postings
 
     blobs, doc = [], 0
     with mock.patch.object(impacts, "HOLDERS", holders), mock.patch.object(impacts, "KEEP", keep):
         for passages, docs, at in segments:  # each document holds the word in these passages
-            flat = array(_U32)
+            flat = array(U32)
             for _ in range(docs):
                 doc += 1
                 for k, (tf, length) in enumerate(passages):
                     flat.extend((doc, k, tf, length, 0))
-            blobs.append(_blob(flat, at))
-        merged = _merged(blobs, frozenset(dead), merged_at)
-        for read in (_postings(blobs), _postings([merged]) if merged else None):
+            blobs.append(pack_rows(flat, at))
+        merged = merge_blobs(blobs, frozenset(dead), merged_at)
+        for read in (read_postings(blobs), read_postings([merged]) if merged else None):
             if read is None:
                 continue
             exact = impacts.adds(read.docs, read.tf, read.length, asked_at)
@@ -588,11 +588,11 @@ def test_a_search_over_lists_answers_as_one_without_an_index(tmp_path: Path,
 
     import dsh_chapters_fs.search_index as index
     from dsh_chapters_core.search import impacts, topk
-    from dsh_chapters_fs.search_index import _parts
+    from dsh_chapters_fs.search_postings import blob_parts
 
     random_corpus(tmp_path, random.Random(11), 60, mixed=False)  # no legacy fragment: top-k
     taken = mock.patch.object(impacts, "raised", wraps=impacts.raised)
-    asked = mock.patch.object(index, "_BlobPostings", side_effect=index._BlobPostings)
+    asked = mock.patch.object(index, "BlobPostings", side_effect=index.BlobPostings)
     with mock.patch.object(impacts, "HOLDERS", 3), mock.patch.object(impacts, "KEEP", 2), \
             mock.patch.dict(topk.top_matches.__kwdefaults__, {"eager_rows": 0}), \
             taken as read_lists, asked as read_as_asked, \
@@ -604,7 +604,7 @@ def test_a_search_over_lists_answers_as_one_without_an_index(tmp_path: Path,
                 request = SearchRequest(query=query, project_key=PK, max_tokens=budget)
                 assert outcome(cached, request) == outcome(plain, request), (query, budget)
         lists = [blob for (blob,) in cache.db.execute("SELECT data FROM postings")
-                 if _parts(blob)[2]]
+                 if blob_parts(blob)[2]]
         segments = cache.db.execute("SELECT count(*) FROM segments").fetchone()[0]
         assert read_lists.called  # the answers above took lists
         assert read_as_asked.called == (lazy_bytes == 0)
