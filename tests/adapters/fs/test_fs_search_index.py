@@ -313,6 +313,40 @@ def test_the_cache_rebuilds_itself_when_missing_corrupt_or_older(tmp_path: Path)
         assert cache.count() > 0
 
 
+@pytest.mark.parametrize("lazy_bytes", [0, 1 << 20])
+def test_a_long_lived_index_answers_from_what_another_process_wrote(
+        tmp_path: Path, lazy_bytes: int) -> None:
+    """The viewer keeps one index open for many questions while another process archives and
+    indexes chapters: each question reads the index as it is then, not the segments, dead
+    documents or blobs the last question read (its read transaction ended), so it never
+    writes again what the other process wrote."""
+    from unittest import mock
+
+    random_corpus(tmp_path, random.Random(5), 30, mixed=False)
+    path = tmp_path / "cache/search-store.sqlite"
+
+    def paths(svc: SearchService, query: str) -> list[str]:
+        answer = svc.search(SearchRequest(query=query, project_key=PK, max_tokens=100_000))
+        return [m["path"] for m in answer.to_json()["matches"]]
+
+    with SqliteSearchIndex(path, lazy_bytes=lazy_bytes) as kept, \
+            SqliteSearchIndex(path, segment_bytes=1024) as writer:
+        viewer, archiver = service(tmp_path, kept), service(tmp_path, writer)
+        before = paths(viewer, "retry alembic")
+        rewrites = mock.patch.object(kept, "apply", wraps=kept.apply)
+        for n in range(1, 4):  # archived elsewhere, indexed by the archiving process
+            write(tmp_path, chapter_path("s99", n, "c"), document_text(
+                title=f"zebra number {n}", body="retry alembic zebra\n" * n, project_key=PK))
+            archiver.refresh(archiver.doors[0])
+            assert f".dsh-chapters/s99/chapters/00{n}-c.md" in paths(archiver, "zebra")
+            with rewrites as applied:
+                found = paths(viewer, "retry alembic zebra")
+            assert not applied.called
+            assert {f".dsh-chapters/s99/chapters/00{k}-c.md" for k in range(1, n + 1)} <= set(
+                found)
+        assert len(paths(viewer, "retry alembic")) == len(before) + 3
+
+
 def test_a_query_reads_no_chapter_but_the_ones_it_shows(tmp_path: Path) -> None:
     random_corpus(tmp_path, random.Random(3), 40)
     with SqliteSearchIndex(tmp_path / "cache/search-store.sqlite") as cache:

@@ -262,6 +262,9 @@ class SqliteSearchIndex:
             self._db.close()
             self._db = None
 
+    def begin(self) -> None:
+        self._release()
+
     def _pin(self) -> sqlite3.Connection:
         """The connection, in a read transaction from the first read of a question on: the
         segments, dead documents and every postings blob a question reads are of one state of

@@ -142,6 +142,11 @@ class SearchIndex(Protocol):
         """How many documents the index holds (whose path starts with `prefix`)."""
         ...
 
+    def begin(self) -> None:
+        """A question begins: what the last one read is let go, so this one reads the index
+        as it is now (a long-lived caller, the viewer, asks many questions of one index)."""
+        ...
+
     def close(self) -> None: ...
 
 

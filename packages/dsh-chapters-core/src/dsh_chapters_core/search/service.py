@@ -319,6 +319,7 @@ class SearchService:
         curation = read_curation(door.tree)
         index = door.cache
         if index is not None:
+            index.begin()
             self.ensure_cache(door, curation)
         aliases = curation.aliases
         query = request.query

@@ -243,6 +243,9 @@ class MemorySearchIndex:
     def count(self, prefix: str = "") -> int:
         return sum(1 for e, _, _ in self.docs.values() if e.path.startswith(prefix))
 
+    def begin(self) -> None:
+        return None
+
     def close(self) -> None:
         return None
 
