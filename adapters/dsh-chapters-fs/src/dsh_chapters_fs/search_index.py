@@ -193,7 +193,7 @@ class SqliteSearchIndex:
         self.passage_lines = passage_lines  # where long blocks are cut into passages
         self.segment_bytes = segment_bytes  # body text a segment holds before it is written
         self._db: sqlite3.Connection | None = None
-        self.lazy_bytes = lazy_bytes  # a term's blobs past this are read as asked
+        self.lazy_bytes = lazy_bytes  # a term with a blob past this is read as asked
         self._loaded: dict[str, Postings | None] = {}  # the last query's postings
         self._open: list[BlobPostings] = []  # postings reading their blobs as asked
         self._dead: frozenset[int] | None = None
@@ -516,18 +516,17 @@ class SqliteSearchIndex:
         found: Postings | None = None
         if segs:
             # One seek per segment (the key is (seg, term)): a few rows however the door grew.
-            # A blob's length is in its record's header: no page of the blob is read for it.
+            # A blob's length is in its record's header, so a large blob is not read here.
             marks = ",".join("?" * len(segs))
             rows = self.db.execute(
-                f"SELECT rowid, length(data) FROM postings WHERE seg IN ({marks}) "
-                "AND term = ? ORDER BY seg", (*segs, term)).fetchall()
-            if sum(n for _, n in rows) > self.lazy_bytes:
+                f"SELECT rowid, CASE WHEN length(data) <= ? THEN data END FROM postings "
+                f"WHERE seg IN ({marks}) AND term = ? ORDER BY seg",
+                (self.lazy_bytes, *segs, term)).fetchall()
+            if any(data is None for _, data in rows):
                 found = BlobPostings(self.db, [r for r, _ in rows])
                 self._open.append(found)
             elif rows:
-                found = read_postings(r[0] for r in self.db.execute(
-                    f"SELECT data FROM postings WHERE rowid IN ({','.join('?' * len(rows))}) "
-                    "ORDER BY seg", [r for r, _ in rows]))
+                found = read_postings(data for _, data in rows)
         if len(self._loaded) > 256:
             self._loaded = {}
         self._loaded[term] = found
