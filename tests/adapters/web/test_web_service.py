@@ -40,6 +40,21 @@ def test_the_background_pass_keeps_search_current(two_machines: Pool) -> None:
     assert not any(t.name == "viewer-index" for t in threading.enumerate())
 
 
+def test_the_viewer_holds_no_read_transaction_between_questions(two_machines: Pool) -> None:
+    """The viewer keeps its search service open; a question, narrowed by the viewer's own
+    filters or not, lets go of the index's read transaction when it is answered (a writer's
+    log could not be checkpointed past one held while the page sits idle)."""
+    viewer = AppViewer(two_machines.a.app())
+    try:
+        for filters in (SearchFilters(), SearchFilters(kind="chapter", since="2020-01-01")):
+            viewer.search("zeppelin retry", filters)
+            service = viewer._current_search()
+            caches = [d.cache for d in service.doors if d.cache is not None]
+            assert caches and all(c._db is None or not c._db.in_transaction for c in caches)
+    finally:
+        viewer.close()
+
+
 def test_the_core_rule_set_follows_an_approval(two_machines: Pool) -> None:
     viewer = AppViewer(two_machines.a.app())
     cache = viewer._core_rules

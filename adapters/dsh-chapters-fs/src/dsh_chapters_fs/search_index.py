@@ -257,13 +257,10 @@ class SqliteSearchIndex:
         return self._db
 
     def close(self) -> None:
-        self._release()
+        self.release()
         if self._db is not None:
             self._db.close()
             self._db = None
-
-    def begin(self) -> None:
-        self._release()
 
     def _pin(self) -> sqlite3.Connection:
         """The connection, in a read transaction from the first read of a question on: the
@@ -274,7 +271,7 @@ class SqliteSearchIndex:
             db.execute("BEGIN")
         return db
 
-    def _release(self) -> None:
+    def release(self) -> None:
         """What `_pin` held: open blobs closed, the read transaction ended, cached reads let go."""
         for found in self._open:
             found.close()
@@ -307,7 +304,7 @@ class SqliteSearchIndex:
         state: Mapping[str, str],
         reset: bool = False,
     ) -> None:
-        self._release()
+        self.release()
         db = self.db
         # A batch touches the frontmatter rows of every term it holds: enough cache that each
         # page is written once per batch, not once per document.

@@ -142,9 +142,10 @@ class SearchIndex(Protocol):
         """How many documents the index holds (whose path starts with `prefix`)."""
         ...
 
-    def begin(self) -> None:
-        """A question begins: what the last one read is let go, so this one reads the index
-        as it is now (a long-lived caller, the viewer, asks many questions of one index)."""
+    def release(self) -> None:
+        """Let go of what the last question read (cached reads; for SQLite, the read
+        transaction that kept them consistent): the next question reads the index as it is
+        then, and a long-lived caller (the viewer) holds nothing between questions."""
         ...
 
     def close(self) -> None: ...

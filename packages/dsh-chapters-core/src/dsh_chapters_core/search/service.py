@@ -85,7 +85,7 @@ from dsh_chapters_core.search.scorer import (
     recency,
 )
 from dsh_chapters_core.search.stitching import is_legacy_fragment, stitch_fragments
-from dsh_chapters_core.search.terms import bound_query
+from dsh_chapters_core.search.terms import QueryCut, bound_query
 from dsh_chapters_core.search.topk import BodyQuery, Ranking, matching, top_matches
 from dsh_chapters_core.search.vocabulary import (
     VOCABULARY_PATH,
@@ -278,6 +278,19 @@ class SearchService:
                                  max_words=config.search_query_max_words)
         if cut.cut:
             request = dataclasses.replace(request, query=query)
+        try:
+            return self._answer(request, max_tokens, cut)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Let go of what the last question read in every door's index (see `SearchIndex`)."""
+        for door in self.doors:
+            if door.cache is not None:
+                door.cache.release()
+
+    def _answer(self, request: SearchRequest, max_tokens: int, cut: QueryCut) -> SearchAnswer:
+        config = self.config
         core = self._core_rule_ids()
         store = self.door(DoorName.STORE)
         overlay_prefix = store.prefix if store is not None else ""
@@ -319,7 +332,7 @@ class SearchService:
         curation = read_curation(door.tree)
         index = door.cache
         if index is not None:
-            index.begin()
+            index.release()  # this question reads the index as it is now
             self.ensure_cache(door, curation)
         aliases = curation.aliases
         query = request.query

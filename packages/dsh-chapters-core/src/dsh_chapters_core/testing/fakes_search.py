@@ -243,7 +243,7 @@ class MemorySearchIndex:
     def count(self, prefix: str = "") -> int:
         return sum(1 for e, _, _ in self.docs.values() if e.path.startswith(prefix))
 
-    def begin(self) -> None:
+    def release(self) -> None:
         return None
 
     def close(self) -> None:

@@ -101,6 +101,14 @@ def filtered_search(service: SearchService, request: SearchRequest, filters: Sea
     """
     if not filters.narrowing:
         return service.search(request)
+    try:
+        return _filtered(service, request, filters, max_tokens=max_tokens)
+    finally:
+        service.release()  # the viewer keeps its service: it holds nothing between questions
+
+
+def _filtered(service: SearchService, request: SearchRequest, filters: SearchFilters,
+              *, max_tokens: int) -> SearchAnswer:
     harness_of = _HarnessLookup(service)
     core = service.core_rules() if service.core_rules else frozenset()  # as `search` applies
     documents = 0
