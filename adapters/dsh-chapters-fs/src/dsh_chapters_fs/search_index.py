@@ -34,7 +34,6 @@ from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
-from typing import Literal
 
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.documents import DocumentKind
@@ -48,6 +47,7 @@ from dsh_chapters_core.search.topk import DocFacts, Postings
 from dsh_chapters_fs.search_postings import (
     HEAD,
     LAZY_BYTES,
+    U32,
     BlobPostings,
     merge_blobs,
     pack_rows,
@@ -55,7 +55,6 @@ from dsh_chapters_fs.search_postings import (
 )
 
 SCHEMA_VERSION = 20
-_U32: Literal["I", "L"] = "I" if array("I").itemsize == 4 else "L"
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _KINDS = {k.value: k for k in DocumentKind}
@@ -106,7 +105,7 @@ PRAGMA user_version = {SCHEMA_VERSION};
 
 
 def _pack(values: Iterable[int]) -> bytes:
-    return array(_U32, values).tobytes()
+    return array(U32, values).tobytes()
 
 
 class _Segment:
@@ -353,9 +352,9 @@ class SqliteSearchIndex:
                 sha: str) -> int:
         """Index one new document into `segment`; returns the body bytes it held."""
         passages = body_passages(entry.body, self.passage_lines) if entry.body else []
-        layout = array(_U32)
+        layout = array(U32)
         for p in passages:
-            layout += array(_U32, (p.length, p.first, p.lines))
+            layout += array(U32, (p.length, p.first, p.lines))
         words = sum(p.length for p in passages)
         legacy = is_legacy_fragment(entry)
         cursor = db.execute(
@@ -592,7 +591,7 @@ class SqliteSearchIndex:
             for doc, path, key, blob in self.db.execute(
                     "SELECT id, path, date_key, passages FROM docs WHERE id IN "
                     f"({','.join('?' * len(chunk))})", chunk):
-                layout = array(_U32)
+                layout = array(U32)
                 layout.frombytes(blob)
                 out[int(doc)] = DocFacts(str(path), float(key), layout[1::3], layout[2::3])
         return out
