@@ -78,7 +78,8 @@ def search_section(report: dict[str, Any]) -> list[str]:
         f"`{report.get('code', '?')}`, with `{report.get('command', '')}`, on "
         f"{machine.get('cpus', '?')} cores (load {machine.get('load_at_start', '?')} at the "
         f"start), Python {machine.get('python', '?')}, SQLite {machine.get('sqlite', '?')}, "
-        f"{machine.get('ripgrep') or 'no ripgrep'}.",
+        f"{machine.get('ripgrep') or 'no ripgrep'}."
+        + (f" Note: {report['note']}." if report.get("note") else ""),
         "",
         "Each corpus is generated from a seed: chapters laid out as `chapters archive` writes "
         "them, as long as real ones (sizes drawn from a log-normal with the real haystack's "
