@@ -25,7 +25,7 @@ from typing import Literal
 
 from dsh_chapters_core.search import impacts
 from dsh_chapters_core.search.impacts import ImpactList
-from dsh_chapters_core.search.topk import RowColumns, TermPostings
+from dsh_chapters_core.search.topk import LOOKUP_ROWS, RowColumns, TermPostings
 
 U32: Literal["I", "L"] = "I" if array("I").itemsize == 4 else "L"
 _ROW = 5  # numbers per row: document, passage, frequency, passage words, first mention
@@ -50,9 +50,8 @@ _FEW_ROWS = 16
 # A term with a blob larger than this (a common word's, in a large segment) is read as asked
 # (`BlobPostings`), not whole: at 100,000 chapters `kubectl` has six of 0.9 MB.
 LAZY_BYTES = 1 << 18
-# A lookup's cost in rows beyond its own (a handful of blob reads), and how many rows of
-# lookups make reading every row cheaper: then the rows are read whole.
-_LOOKUP_ROWS = 8
+# How many rows of lookups (each counted as top-k counts it, `topk.LOOKUP_ROWS` beyond its own
+# rows) make reading every row cheaper: then the rows are read whole.
 LOOKUPS_PER_READ = 32
 _EVERY_COLUMN = range(_ROW)
 _WEIGHTS = (2, 3)  # frequency and passage words: what a ceiling's lookup reads
@@ -345,8 +344,8 @@ class BlobPostings:
                 at += w * rows
             blob.seek(at)
             lists.append(_impact_list(memoryview(blob.read())))
-            self._holder_base.append(sum(h[3] for h in heads))
-            self._row_base.append(sum(h[0] for h in heads))
+            self._holder_base.append(self._holder_base[-1] + heads[-1][3] if heads else 0)
+            self._row_base.append(self._row_base[-1] + heads[-1][0] if heads else 0)
             self._offsets.append(offsets)
             self._widths.append(widths)
             heads.append(head)
@@ -401,7 +400,7 @@ class BlobPostings:
 
     def rows_at(self, lo: int, hi: int, *, weights: bool = False) -> tuple[int, RowColumns]:
         if self._columns is None:
-            self._looked += hi - lo + _LOOKUP_ROWS
+            self._looked += hi - lo + LOOKUP_ROWS
             if self._looked * LOOKUPS_PER_READ < self.rows:
                 return lo, self._cut(lo, hi, _WEIGHTS if weights else _EVERY_COLUMN)
         return 0, self._all()
