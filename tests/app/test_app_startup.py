@@ -40,7 +40,7 @@ def _define(table: object | None) -> type:
         module = type(sys)("dsh_chapters_startup_fixture")
         sys.modules["dsh_chapters_startup_fixture"] = module
         namespace = module.__dict__
-        exec(compile(_CLASS, "startup_fixture.py", "exec"), namespace)
+        exec(compile(_CLASS, "startup_fixture.py", "exec", dont_inherit=True), namespace)
         return namespace["Record"]  # type: ignore[return-value]
     finally:
         sys.modules.pop("dsh_chapters_startup_fixture", None)
@@ -76,6 +76,23 @@ def test_a_class_through_the_table_is_the_class_without_it(table_file: Path) -> 
         one.name = "c"  # type: ignore[misc]
     assert not hasattr(one, "__dict__")  # slots, as asked
     assert cached.__doc__ == "A record."
+    # The methods' annotations are evaluated, as without the table (never left as text).
+    assert cached.__init__.__annotations__ == plain.__init__.__annotations__
+    assert plain.__init__.__annotations__["count"] is int
+
+
+def test_a_record_without_a_docstring_gets_its_signature_as_without_the_table() -> None:
+    probe = ("import dsh_chapters, dataclasses, sys\n"
+             "assert 'inspect' not in sys.modules\n"
+             "@dataclasses.dataclass\n"
+             "class Pair:\n"
+             "    left: int\n"
+             "    right: str = ''\n"
+             "import inspect\n"
+             "print(Pair.__doc__, inspect.signature(Pair), dataclasses.inspect is inspect)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "Pair(left: int, right: str = '') (left: int, right: str = '') -> None True"
 
 
 def test_the_saved_table_serves_the_next_process_without_compiling(table_file: Path) -> None:
@@ -151,6 +168,8 @@ def test_other_calls_run_as_the_builtin_runs_them(table_file: Path) -> None:
     theirs = {"__name__": "a_library"}
     table.exec("y = 2", theirs)  # not one of our modules: compiled as the builtin would
     assert theirs["y"] == 2
+    table.exec("def f(a: int) -> None: pass", theirs)  # annotations evaluated, as dataclasses'
+    assert theirs["f"].__annotations__ == {"a": int, "return": None}  # type: ignore[attr-defined]
     assert table.codes == {}
 
 

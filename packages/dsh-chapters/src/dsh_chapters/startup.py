@@ -13,21 +13,57 @@ exactly that text: a class is the same with the table as without it. It is kept 
 beside this package's bytecode and written the way Python writes bytecode: never when bytecode
 is not written, through a temporary file and a rename, and ignored when it is unreadable or
 was written by another Python.
+
+`dataclasses` also imports `inspect` (and with it `ast`, `dis`, `tokenize` and `linecache`,
+about 8 ms of every process) only to write a docstring for a class that has none. Before it is
+imported, it is given a stand-in that imports the real `inspect` at the first use; nothing else
+sees the stand-in, and every other `import inspect` gets the real module.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-import dataclasses
+import importlib
 import marshal
 import os
 import sys
-from types import CodeType
+from types import CodeType, ModuleType
 from typing import Any
 
+
+class _InspectLater(ModuleType):
+    """`inspect` as `dataclasses` holds it: the real module, imported when first used."""
+
+    def __getattr__(self, name: str) -> Any:
+        if sys.modules.get("inspect") is self:  # used while `dataclasses` was being imported
+            del sys.modules["inspect"]
+        real = importlib.import_module("inspect")
+        holder = sys.modules.get("dataclasses")
+        if holder is not None and vars(holder).get("inspect") is self:
+            holder.inspect = real  # type: ignore[attr-defined]  # later uses go straight there
+        return getattr(real, name)
+
+
+def _import_dataclasses() -> ModuleType:
+    if "dataclasses" in sys.modules or "inspect" in sys.modules:
+        import dataclasses  # already imported: nothing left to save
+
+        return dataclasses
+    sys.modules["inspect"] = _InspectLater("inspect")
+    try:
+        import dataclasses
+    finally:
+        del sys.modules["inspect"]  # from here on, `import inspect` is the real one
+    return dataclasses
+
+
+dataclasses = _import_dataclasses()
+
 # Written once per Python build: a table from another interpreter is never read.
-_HEADER = f"dsh-chapters dataclass methods\n{sys.version}\n".encode()
+# The "2": tables written before the methods were compiled without this module's future
+# imports hold methods whose annotations are strings, and are never read.
+_HEADER = f"dsh-chapters dataclass methods 2\n{sys.version}\n".encode()
 # Past this many texts (classes of older versions piling up), the table is written again
 # with only what this process used.
 _MAX_ENTRIES = 4096
@@ -60,6 +96,8 @@ class _CompiledTable:
             # Not a record of ours (a plugin's, a library's), or not what dataclasses passes
             # today: run it exactly as the builtin would, in the caller's globals.
             frame_globals = sys._getframe(1).f_globals if globals is None else globals
+            if type(source) is str:  # compiled without this module's future imports
+                source = compile(source, "<string>", "exec", dont_inherit=True)
             builtins.exec(source, frame_globals, locals)
             return
         code = self._code(source)
@@ -75,7 +113,9 @@ class _CompiledTable:
                 code = None  # a damaged entry: compiled again, and written again
             if isinstance(code, CodeType):
                 return code
-        code = compile(source, "<string>", "exec")
+        # `dont_inherit`: this module's `from __future__ import annotations` would turn the
+        # methods' annotations into strings, which `dataclasses`' own exec never does.
+        code = compile(source, "<string>", "exec", dont_inherit=True)
         self.codes[source] = marshal.dumps(code)
         self.grew = True
         return code
