@@ -24,7 +24,7 @@ from dsh_chapters_core.search.passages import (
     cut_anchor,
     line_hits,
 )
-from dsh_chapters_core.search.terms import count_terms, query_words, word_terms, words
+from dsh_chapters_core.search.terms import STOPWORDS, count_terms, query_words, word_terms, words
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -330,10 +330,12 @@ def test_body_weight_zero_is_the_frontmatter_ranking(entries: tuple, query_words
     ranked = rank_entries(list(entries), query, config=zero)
     assert [(s.score, s.entry.path) for s in ranked] == _reference(list(entries), query)
     assert all(s.anchor is None and s.body_score == 0.0 for s in ranked)
-    # ... and the same as entries that have no body at all (the ranking before bodies).
+    # ... and, with the body read, entries that have no body at all rank by the same rule over
+    # the query's words less its stopwords (all of them when every word is one).
     bare = [dataclasses.replace(e, body="", body_line=0) for e in entries]
+    kept = [w for w in query.split() if w not in STOPWORDS] or query.split()
     assert [(s.score, s.entry.path) for s in rank_entries(bare, query, config=DEFAULTS)] == \
-        [(s.score, s.entry.path) for s in ranked]
+        _reference(bare, " ".join(kept))
 
 
 _CODE_WORDS = ["Migrations", "queries", "GitService.repoName", "running", "stopped", "PRs",
@@ -350,3 +352,20 @@ def test_skipping_lines_without_a_probe_loses_no_hit(lines: list, query: list) -
         hits = [(which, i, i + len(w)) for i, w in words(line)
                 for which, t in enumerate(terms) if t in word_terms(w)]
         assert line_hits(line, terms) == hits
+
+
+def test_a_stopword_in_a_title_is_no_match_when_the_question_has_other_words() -> None:
+    notes = chapter("s1/chapters/001-x.md", title="The deploy notes", summary="", topics=(),
+                    body=body_of("nothing to see"), date="2026-09-01T00:00:00Z")
+    auth = chapter("s2/chapters/001-x.md", title="Fix auth", summary="", topics=(),
+                   body=body_of("auth token expired"), date="2026-09-02T00:00:00Z")
+    found = rank_entries([notes, auth], "the auth", config=DEFAULTS)
+    assert [s.entry.path for s in found] == [auth.path]  # `the` alone matched nothing
+    assert found[0].title_hits == 1  # `auth`, not `the`
+    # A question of stopwords only is asked as typed: the title's `the` matches.
+    assert [s.entry.path for s in rank_entries([notes, auth], "the", config=DEFAULTS)] == [
+        notes.path]
+    # With the body weighted out, every word counts, as the record ranks (§8).
+    zero = dataclasses.replace(DEFAULTS, search_body_weight=0.0)
+    assert {s.entry.path for s in rank_entries([notes, auth], "the auth", config=zero)} == {
+        notes.path, auth.path}

@@ -387,7 +387,9 @@ SETTINGS: tuple[Setting, ...] = (
         "searchBodyWeight",
         3.0,
         "weight of a chapter's best body passage (BM25) next to its frontmatter hits; 0 ranks "
-        "on the frontmatter alone, exactly as before the body was read",
+        "on the frontmatter alone, exactly as before the body was read (every word of the "
+        "question counts there, stopwords too; above 0 a stopword is matched nowhere unless "
+        "the question has nothing else)",
         minimum=0.0,
         maximum=100.0,
     ),

@@ -38,7 +38,7 @@ from dsh_chapters_core.search.passages import (
     body_stats,
     cut_anchor,
 )
-from dsh_chapters_core.search.terms import query_words
+from dsh_chapters_core.search.terms import STOPWORDS, query_words
 
 _SECONDS_PER_DAY = 86_400.0
 
@@ -92,6 +92,18 @@ def body_terms(query: str, config: Config) -> tuple[str, ...]:
     if config.search_body_weight <= 0 or not query:
         return ()
     return tuple(next(iter(word.terms)) for word in query_words(query))
+
+
+def frontmatter_terms(terms: Sequence[str], config: Config) -> tuple[str, ...]:
+    """The query terms matched against frontmatter. With the body read, a stopword is dropped
+    here as the body drops it (a `the` in nearly every title made every chapter a match worth
+    the same point, and at 100,000 chapters cost the search a pass over all of them), unless
+    every term is one: a question of function words still asks. With the body weighted out
+    (`searchBodyWeight: 0`), every term counts, as in the record's ranking (§8)."""
+    if config.search_body_weight <= 0:
+        return tuple(terms)
+    kept = tuple(t for t in terms if t not in STOPWORDS)
+    return kept or tuple(terms)
 
 
 def passage_rules(config: Config) -> PassageRules:
@@ -155,7 +167,8 @@ def rank_entries(
     cut at once.
     """
     terms = (
-        aliases.query_terms(query) if isinstance(query, str) else tuple(dict.fromkeys(query))
+        frontmatter_terms(aliases.query_terms(query), config) if isinstance(query, str)
+        else tuple(dict.fromkeys(query))
     )
     raw = query if isinstance(query, str) else text
     w_body = config.search_body_weight

@@ -80,6 +80,7 @@ from dsh_chapters_core.search.scorer import (
     ScoredEntry,
     body_terms,
     frontmatter_score,
+    frontmatter_terms,
     passage_rules,
     rank_entries,
     recency,
@@ -340,6 +341,8 @@ class SearchService:
         if topic and not aliases.query_terms(query):
             query = topic  # a bare --topic lists the whole shard, each member hitting its topic
         terms = aliases.query_terms(query)
+        if not (topic and query == topic):  # a shard's label is matched as it is named
+            terms = frontmatter_terms(terms, self.config)
         scope = request.project_key if not request.cross_project else ""
         facts = rank_facts(curation.log.facts, aliases)
         # The body is read unless weighted out; a bare --topic lists a shard, no body needed.
