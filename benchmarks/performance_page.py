@@ -241,9 +241,9 @@ def _yes(flag: object) -> str:
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "retrieval": lambda d: (
         f"recall@1 / @3 on {d['chapters']['overall']['n']} real-session questions: ours "
-        f"{d['chapters']['overall']['recall@1']:.2f} / {d['chapters']['overall']['recall@3']:.2f}"
-        f", FTS5 {d['fts5_bm25']['overall']['recall@1']:.2f} / "
-        f"{d['fts5_bm25']['overall']['recall@3']:.2f} (targets ≥ "
+        f"{d['chapters']['overall']['recall@1']:.3f} / {d['chapters']['overall']['recall@3']:.3f}"
+        f", FTS5 {d['fts5_bm25']['overall']['recall@1']:.3f} / "
+        f"{d['fts5_bm25']['overall']['recall@3']:.3f} (targets ≥ "
         f"{d['targets']['recall_at_1_min']} / ≥ {d['targets']['recall_at_3_min']})"),
     "archive_scaling": lambda d: (
         f"archive into a {d['chapters']:,}-chapter store {d['fullStoreMs']:.0f} ms against "
