@@ -50,11 +50,12 @@ def _import_dataclasses() -> ModuleType:
         import dataclasses  # already imported: nothing left to save
 
         return dataclasses
-    sys.modules["inspect"] = _InspectLater("inspect")
+    stand_in = sys.modules["inspect"] = _InspectLater("inspect")
     try:
         import dataclasses
     finally:
-        del sys.modules["inspect"]  # from here on, `import inspect` is the real one
+        if sys.modules.get("inspect") is stand_in:  # not replaced by the real one meanwhile
+            del sys.modules["inspect"]  # from here on, `import inspect` is the real one
     return dataclasses
 
 
