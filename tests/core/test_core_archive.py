@@ -152,7 +152,7 @@ def _chapter_ranges(store: FakeChapterStore) -> list[tuple[int, int]]:
     return sorted(d.seq_range for d in store.documents())
 
 
-WRITES_OF_A_CLEAN_RUN = 7  # session, signatures, 2 x (reserve, chapter), watermark
+WRITES_OF_A_CLEAN_RUN = 6  # session, signatures, the numbers, 2 chapters, watermark
 
 
 def test_a_clean_run_makes_the_expected_writes(store, lock) -> None:

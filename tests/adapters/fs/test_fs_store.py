@@ -82,6 +82,18 @@ def test_numbers_are_never_reused_even_after_a_lost_write(store: FsChapterStore)
     assert store.reserve_chapter_number(SID) == 4
 
 
+def test_an_archive_reserves_its_numbers_at_once(store: FsChapterStore) -> None:
+    """One reservation for a run's chapters: the next run starts after all of them, written
+    or not (a run killed after its first chapter leaves the rest a gap)."""
+    assert store.reserve_chapter_number(SID, 3) == 1
+    store.write_chapter(SID, 1, "first", chapter_text())  # 2 and 3 were never written
+    assert FsChapterStore(store.root).reserve_chapter_number(SID, 2) == 4
+    assert store.reserve_chapter_number(SID) == 6
+    reservation = json.loads(next((Path(store.root) / "state" / "reservations").iterdir())
+                             .read_text())
+    assert reservation == {"last": 6, "sessionId": SID}
+
+
 def test_a_chapter_is_never_overwritten(store: FsChapterStore) -> None:
     store.write_chapter(SID, 1, "first", chapter_text())
     with pytest.raises(ChaptersError, match="already exists"):

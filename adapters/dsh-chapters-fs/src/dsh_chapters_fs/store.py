@@ -208,9 +208,11 @@ class FsChapterStore:
                 continue
             yield parse_document(relpath, text)
 
-    def reserve_chapter_number(self, root_session_id: str) -> int:
-        """Next number after every one reserved or written; the reservation is durable first,
-        so a writer killed before its chapter lands leaves a gap, never a reused number."""
+    def reserve_chapter_number(self, root_session_id: str, count: int = 1) -> int:
+        """The first of `count` numbers after every one reserved or written; the reservation
+        is durable first, so a writer killed before its chapters land leaves a gap, never a
+        reused number. One write for an archive's chapters, not one each: a file written
+        atomically costs a create and two fsyncs."""
         path = self._reservation_path(root_session_id)
         reserved = 0
         raw = read_small_file(path, _RECORD_MAX_BYTES)
@@ -222,7 +224,8 @@ class FsChapterStore:
             reserved = 0  # the chapters on disk still bound the next number
         written = self.chapter_numbers(root_session_id)
         number = max([reserved, *written]) + 1
-        write_atomic(path, _json_bytes({"last": number, "sessionId": root_session_id}))
+        last = number + max(count, 1) - 1
+        write_atomic(path, _json_bytes({"last": last, "sessionId": root_session_id}))
         return number
 
     def write_chapter(self, root_session_id: str, number: int, slug: str, text: str) -> str:

@@ -224,7 +224,10 @@ def archive_transcript(
         # One signature line per completed turn (§4.1); a retry after a crash skips the
         # turns already recorded, so this may run before the chapters it describes.
         store.append_signatures(transcript.root_id, tuple(s.to_json_line() for s in signatures))
-        for plan in composition.chapters:
+        # The run's numbers reserved at once: one durable write, however many chapters.
+        first = (store.reserve_chapter_number(transcript.root_id, len(composition.chapters))
+                 if composition.chapters else 0)
+        for number, plan in enumerate(composition.chapters, first):
             turns = tuple(fresh[i] for i in plan.turn_indices)
             signed = tuple(signatures[i] for i in plan.turn_indices)
             rendered = render_chapter(
@@ -242,7 +245,6 @@ def archive_transcript(
                 else:
                     store.write_artifact(artifact.sha256, artifact.text)
                     written += 1
-            number = store.reserve_chapter_number(transcript.root_id)
             # The chapter file is the commit point: once it exists its turns count as archived.
             path = store.write_chapter(transcript.root_id, number, rendered.slug, rendered.text)
             chapters.append(ArchivedChapter(

@@ -581,20 +581,24 @@ class SearchService:
         if manifest is None or manifest.curation != curation.key:
             self.refresh(door)  # no index yet, or facts changed since it was built
             return
-        self._patch_cache(door, manifest, curation, loaded=())
+        self._patch_cache(door, manifest, curation, loaded=[])
 
     def _patch_cache(
         self,
         door: SearchDoor,
         manifest: IndexManifest,
         curation: Curation,
-        loaded: Iterable[tuple[Document, str]],
+        loaded: list[tuple[Document, str]],
         *,
         reset: bool = False,
         delta: IndexUpdate | None = None,
     ) -> None:
         """Bring the cache to `manifest`: from the update's delta when the cache was current
-        before it (O(delta)), else by comparing every row's hash (O(N) rows, O(delta) reads)."""
+        before it (O(delta)), else by comparing every row's hash (O(N) rows, O(delta) reads).
+        `loaded` is emptied: each of its documents is let go once the cache has taken it in
+        (a rebuild's first thousand bodies would otherwise stay in memory to its end)."""
+        fresh_docs = {doc.path: (doc, sha) for doc, sha in loaded}
+        loaded.clear()
         cache = door.cache
         if cache is None:
             return
@@ -609,7 +613,6 @@ class SearchService:
             if dict(state) != new_state:
                 cache.apply(upserts=(), removed=(), state=new_state)
             return
-        fresh_docs = {doc.path: (doc, sha) for doc, sha in loaded}
         batch = self.config.search_cache_batch_rows
         if (not reset and not realias and delta is not None and delta.prior_key
                 and delta.loaded_all and state.get("manifest") == delta.prior_key
@@ -688,7 +691,9 @@ class SearchService:
         if door.state is not None and door.state_path and update.fingerprints != tokens:
             self._save_tokens(door, tokens, update, whole=rebuild)
         before = door.cache.state().get("curation") if door.cache is not None else None
-        self._patch_cache(door, update.manifest, update.curation, update.loaded, reset=rebuild,
+        loaded = list(update.loaded)
+        update = dataclasses.replace(update, loaded=())  # the cache's alone, to let go of
+        self._patch_cache(door, update.manifest, update.curation, loaded, reset=rebuild,
                           delta=update)
         if door.name is DoorName.MIRROR:
             self._overlay(door, rederive=rebuild or before != update.curation.key)

@@ -128,11 +128,11 @@ class FakeChapterStore:
         return sorted(int(p[len(prefix):].split("-", 1)[0])
                       for p in self.files if p.startswith(prefix))
 
-    def reserve_chapter_number(self, root_session_id: str) -> int:
+    def reserve_chapter_number(self, root_session_id: str, count: int = 1) -> int:
         last = self.reserved.get(root_session_id, 0)
         number = max([last, *self.chapter_numbers(root_session_id)]) + 1
-        self._write(f"reserve:{root_session_id}:{number}")
-        self.reserved[root_session_id] = number
+        self._write(f"reserve:{root_session_id}:{number}:{count}")
+        self.reserved[root_session_id] = number + max(count, 1) - 1
         return number
 
     def write_chapter(self, root_session_id: str, number: int, slug: str, text: str) -> str:
