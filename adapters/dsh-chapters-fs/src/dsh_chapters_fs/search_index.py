@@ -362,7 +362,6 @@ class SqliteSearchIndex:
                     self._remove(db, entry.path)
                 pending += self._insert(db, segment, seg, entry, sha, fields)
                 if pending >= self.segment_bytes:
-                    fields.write()
                     self._flush(db, segment, seg)
                     segment, seg, pending = _Segment(), self._next_segment(db), 0
             fields.write()
