@@ -7,8 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dsh_chapters_fs.atomic as atomic
 import pytest
-from dsh_chapters_fs.atomic import is_temp_name, sweep_temp_files, write_atomic
+from dsh_chapters_fs.atomic import (
+    StoreWriteError,
+    is_temp_name,
+    recording,
+    sweep_temp_files,
+    write_atomic,
+    write_atomic_many,
+)
 from dsh_chapters_fs.clock import SystemClock
 from dsh_chapters_fs.storelog import StoreLog
 
@@ -38,6 +46,56 @@ def test_modes_are_exact_whatever_the_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "public").stat().st_mode & 0o777 == 0o644
+
+
+def test_many_files_are_each_synced_before_their_rename_and_their_folders_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The durability order of one write each, kept with the syncs made together."""
+    events: list[tuple[str, str]] = []
+    fsync, replace = os.fsync, os.replace
+
+    def logged_fsync(fd: int) -> None:
+        fsync(fd)
+        events.append(("sync", os.readlink(f"/proc/self/fd/{fd}")))
+
+    def logged_replace(src: os.PathLike[str], dst: os.PathLike[str]) -> None:
+        events.append(("sync-check", str(src)))
+        replace(src, dst)
+        events.append(("rename", str(dst)))
+
+    monkeypatch.setattr(atomic.os, "fsync", logged_fsync)
+    monkeypatch.setattr(atomic.os, "replace", logged_replace)
+    files = [(tmp_path / f"d{i % 3}" / f"f{i}", f"text {i}".encode()) for i in range(7)]
+    with recording() as written:
+        write_atomic_many(files)
+    assert written == [str(path) for path, _ in files]
+    for path, data in files:
+        assert path.read_bytes() == data
+    for folder in {path.parent for path, _ in files}:
+        assert not [n for n in os.listdir(folder) if is_temp_name(n)]
+    for path, _ in files:
+        temp = next(name for kind, name in events if kind == "sync-check"
+                    and Path(name).parent == path.parent and f".{path.name}." in name)
+        # the temp file's data reached the disk before its rename
+        assert events.index(("sync", temp)) < events.index(("sync-check", temp))
+    last_rename = max(i for i, (kind, _) in enumerate(events) if kind == "rename")
+    folders_synced_after = {name for kind, name in events[last_rename:] if kind == "sync"}
+    assert {str(path.parent) for path, _ in files} <= folders_synced_after
+    # each new folder's entry was synced into its parent (tmp_path) before any file was made
+    first_file = next(i for i, (kind, name) in enumerate(events) if kind == "sync"
+                      and is_temp_name(Path(name).name))
+    assert ("sync", str(tmp_path)) in events[:first_file]
+
+
+def test_many_files_a_failure_names_the_path_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    (tmp_path / "blocked").write_text("a file where a folder should be")
+    files = [(tmp_path / "ok" / "a", b"a"), (tmp_path / "blocked" / "b", b"b"),
+             (tmp_path / "ok" / "c", b"c")]
+    with pytest.raises(StoreWriteError, match="blocked/b"):
+        write_atomic_many(files)
+    assert not [n for n in os.listdir(tmp_path / "ok") if is_temp_name(n)]
+    assert not (tmp_path / "ok" / "a").exists()  # nothing was renamed before the failure
+    assert (tmp_path / "blocked").read_text() == "a file where a folder should be"
 
 
 KILL_MID_WRITE = r"""

@@ -119,16 +119,24 @@ def test_artifacts_are_content_addressed(store: FsChapterStore) -> None:
     text = "line\n" * 1000
     sha = hashlib.sha256(text.encode()).hexdigest()
     assert not store.has_artifact(sha)
-    path = store.write_artifact(sha, text)
-    assert path == f"artifacts/{sha[:2]}/{sha}.txt"
+    assert store.write_artifacts([(sha, text)]) == 1
+    path = Path(store.root) / f"artifacts/{sha[:2]}/{sha}.txt"
+    assert store.artifact_path(sha) == f"artifacts/{sha[:2]}/{sha}.txt"
     assert store.has_artifact(sha) and store.artifact_count() == 1
-    mtime = (Path(store.root) / path).stat().st_mtime_ns
-    assert store.write_artifact(sha, text) == path
-    assert (Path(store.root) / path).stat().st_mtime_ns == mtime  # not rewritten
+    mtime = path.stat().st_mtime_ns
+    others = [f"other {i}\n" * 50 for i in range(5)]
+    batch = [(hashlib.sha256(t.encode()).hexdigest(), t) for t in others]
+    # one already there, one asked twice: the four others and the new one are written once
+    assert store.write_artifacts([(sha, text), *batch, batch[0]]) == 5
+    assert path.stat().st_mtime_ns == mtime  # not rewritten
+    assert store.artifact_count() == 6
+    for digest, body in batch:
+        assert (Path(store.root) / store.artifact_path(digest)).read_text() == body
     with pytest.raises(ChaptersError, match="hashes to"):
-        store.write_artifact("0" * 64, text)
+        store.write_artifacts([("0" * 64, text)])
     with pytest.raises(ChaptersError, match="sha256"):
-        store.write_artifact("not-a-sha", text)
+        store.write_artifacts([("not-a-sha", text)])
+    assert store.artifact_count() == 6
 
 
 def test_signatures_append_and_skip_turns_already_recorded(store: FsChapterStore) -> None:

@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from dsh_chapters_core.pool_layout import (
     is_session_id,
 )
 
-from dsh_chapters_fs.atomic import is_temp_name, write_atomic
+from dsh_chapters_fs.atomic import is_temp_name, write_atomic, write_atomic_many
 from dsh_chapters_fs.chapterfile import (
     body_digest,
     frontmatter_error,
@@ -255,19 +255,23 @@ class FsChapterStore:
     def has_artifact(self, sha256: str) -> bool:
         return (self._base / self.artifact_path(sha256)).is_file()
 
-    def write_artifact(self, sha256: str, text: str) -> str:
-        """Content-addressed: the name is the text's sha256, so an existing file is the same."""
-        relpath = self.artifact_path(sha256)
-        data = utf8(text)
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha256:
-            raise ChaptersError(f"artifact {sha256[:12]}… hashes to {actual[:12]}… "
-                                f"({len(data)} bytes)",
-                                hint="this is a bug in rendering; report it")
-        path = self._base / relpath
-        if not path.is_file():
-            write_atomic(path, data)
-        return relpath
+    def write_artifacts(self, artifacts: Sequence[tuple[str, str]]) -> int:
+        """Content-addressed: each (sha256, text) is named by its text's sha256, so a file of
+        that name is the same text and is kept. The ones missing are written together, their
+        syncs at once (`write_atomic_many`); how many were written."""
+        missing: dict[Path, bytes] = {}
+        for sha256, text in artifacts:
+            path = self._base / self.artifact_path(sha256)
+            data = utf8(text)
+            actual = hashlib.sha256(data).hexdigest()
+            if actual != sha256:
+                raise ChaptersError(f"artifact {sha256[:12]}… hashes to {actual[:12]}… "
+                                    f"({len(data)} bytes)",
+                                    hint="this is a bug in rendering; report it")
+            if path not in missing and not path.is_file():
+                missing[path] = data
+        write_atomic_many(list(missing.items()))
+        return len(missing)
 
     def artifact_count(self) -> int:
         directory = self._base / "artifacts"

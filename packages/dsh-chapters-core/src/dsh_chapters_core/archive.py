@@ -20,18 +20,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dsh_chapters_core.chokepoint import TextChokepoint
-from dsh_chapters_core.compose import Decision, compose_chapters
+from dsh_chapters_core.compose import ChapterPlan, Decision, compose_chapters
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.documents import Document
 from dsh_chapters_core.events import LineAccount, Transcript
 from dsh_chapters_core.ports.clock import Clock
 from dsh_chapters_core.ports.store import ChapterStore, WriterLock
 from dsh_chapters_core.projectkey import ProjectIdentity
-from dsh_chapters_core.render import render_chapter
+from dsh_chapters_core.render import RenderedChapter, render_chapter
 from dsh_chapters_core.signature import Signature, sign_turn
 from dsh_chapters_core.turns import Turn, has_conversation, split_turns
 
 NO_WATERMARK = -1
+# The rendered text (chapters and their artifacts) an archive run holds before it writes them:
+# enough that a run's artifacts are usually written in one call, little beside a transcript.
+WAITING_CHAPTER_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +230,30 @@ def archive_transcript(
         # The run's numbers reserved at once: one durable write, however many chapters.
         first = (store.reserve_chapter_number(transcript.root_id, len(composition.chapters))
                  if composition.chapters else 0)
+        # Rendered chapters wait, a few MB at most, so their artifacts are written in one
+        # call (a store syncs them together); each chapter follows its artifacts, in order.
+        waiting: list[tuple[int, ChapterPlan, RenderedChapter]] = []
+        waiting_bytes = 0
+
+        def write_waiting() -> None:
+            nonlocal written, present, waiting_bytes
+            artifacts = [(a.sha256, a.text) for _, _, r in waiting for a in r.artifacts]
+            fresh_files = store.write_artifacts(artifacts) if artifacts else 0
+            written += fresh_files
+            present += len(artifacts) - fresh_files
+            for number, plan, rendered in waiting:
+                # The chapter file is the commit point: once it exists its turns count as
+                # archived.
+                path = store.write_chapter(transcript.root_id, number, rendered.slug,
+                                           rendered.text)
+                chapters.append(ArchivedChapter(
+                    path=path, title=rendered.title, turns=len(plan.turn_indices),
+                    seq_range=rendered.seq_range, rule=opening[plan.turn_indices[0]].rule,
+                    overlap=opening[plan.turn_indices[0]].overlap,
+                ))
+            waiting.clear()
+            waiting_bytes = 0
+
         for number, plan in enumerate(composition.chapters, first):
             turns = tuple(fresh[i] for i in plan.turn_indices)
             signed = tuple(signatures[i] for i in plan.turn_indices)
@@ -234,26 +261,18 @@ def archive_transcript(
                 turns, signed, session_id=transcript.session_id,
                 project_key=identity.project_key, harness_id=harness_id, config=config,
                 extra_patterns=config.redaction_patterns, chokepoint=texts,
-                continues=latest.path if after_final and latest is not None and not chapters
-                else "",
+                continues=latest.path if after_final and latest is not None
+                and number == first else "",
                 session_title=transcript.title, cwd=transcript.cwd,
                 git_branch=transcript.git_branch,
             )
-            for artifact in rendered.artifacts:
-                if store.has_artifact(artifact.sha256):
-                    present += 1
-                else:
-                    store.write_artifact(artifact.sha256, artifact.text)
-                    written += 1
-            # The chapter file is the commit point: once it exists its turns count as archived.
-            path = store.write_chapter(transcript.root_id, number, rendered.slug, rendered.text)
-            chapters.append(ArchivedChapter(
-                path=path, title=rendered.title, turns=len(turns), seq_range=rendered.seq_range,
-                rule=opening[plan.turn_indices[0]].rule,
-                overlap=opening[plan.turn_indices[0]].overlap,
-            ))
             redactions.extend(rendered.redactions)
             omissions.extend(rendered.omitted)
+            waiting.append((number, plan, rendered))
+            waiting_bytes += len(rendered.text) + sum(len(a.text) for a in rendered.artifacts)
+            if waiting_bytes >= WAITING_CHAPTER_BYTES:
+                write_waiting()
+        write_waiting()
         mark = max(t.end_seq for t in candidates if t.end_seq > before)
         store.set_watermark(transcript.session_id, mark, root_session_id=transcript.root_id)
     return ArchiveReport(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -93,7 +93,11 @@ class ChapterStore(Protocol):
 
     def has_artifact(self, sha256: str) -> bool: ...
 
-    def write_artifact(self, sha256: str, text: str) -> str: ...
+    def write_artifacts(self, artifacts: Sequence[tuple[str, str]]) -> int:
+        """Store each (sha256, text) the store lacks, all durable before it returns (before
+        the chapter that cites them is written); how many were written. One call for many,
+        so a store may sync them together."""
+        ...
 
     def append_signatures(self, root_session_id: str, lines: tuple[str, ...]) -> None: ...
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,14 +146,17 @@ class FakeChapterStore:
     def has_artifact(self, sha256: str) -> bool:
         return f"artifacts/{sha256[:2]}/{sha256}.txt" in self.files
 
-    def write_artifact(self, sha256: str, text: str) -> str:
-        path = f"artifacts/{sha256[:2]}/{sha256}.txt"
-        if hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest() != sha256:
-            raise ChaptersError(f"artifact {sha256[:12]} does not hash to its name")
-        if path not in self.files:
-            self._write(path)
-            self.files[path] = text
-        return path
+    def write_artifacts(self, artifacts: Sequence[tuple[str, str]]) -> int:
+        written = 0
+        for sha256, text in artifacts:
+            path = f"artifacts/{sha256[:2]}/{sha256}.txt"
+            if hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest() != sha256:
+                raise ChaptersError(f"artifact {sha256[:12]} does not hash to its name")
+            if path not in self.files:
+                self._write(path)
+                self.files[path] = text
+                written += 1
+        return written
 
     def append_signatures(self, root_session_id: str, lines: tuple[str, ...]) -> None:
         path = f"{root_session_id}/collections.jsonl"
