@@ -95,6 +95,47 @@ def test_a_record_without_a_docstring_gets_its_signature_as_without_the_table() 
     assert out == "Pair(left: int, right: str = '') (left: int, right: str = '') -> None True"
 
 
+def test_every_record_of_ours_has_a_docstring() -> None:
+    """Read from the source, so a record that only some command defines is caught too."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    missing = []
+    for folder in ("packages", "adapters"):
+        for path in sorted((root / folder).glob("*/src/**/*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef) and not ast.get_docstring(node) and any(
+                        word in ast.unparse(d) for d in node.decorator_list
+                        for word in ("dataclass", "define", "frozen")):
+                    missing.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    assert not missing, "records without a docstring:\n" + "\n".join(missing)
+
+
+_SEARCH_PROBE = """
+import atexit, os, sys
+atexit.register(lambda: print("inspect imported" if "inspect" in sys.modules else "no inspect"))
+from dsh_chapters.cli import main
+main(["-C", sys.argv[1], "search", "session", "--json"])
+"""
+
+
+def test_a_search_process_never_imports_inspect(tmp_path: Path) -> None:
+    """A record without a docstring makes `dataclasses` import `inspect` (with `ast`, `dis` and
+    `tokenize`: milliseconds of every search process) to write one; the records a search
+    defines all have theirs."""
+    from tests.app.archive_workspace import CLAUDE_MAIN, make_workspace
+
+    ws = make_workspace(tmp_path / "ws")
+    env = {**os.environ, "DSH_HOME": str(tmp_path / "home"), "DSH_CHAPTERS_HARNESS_ID": "t"}
+    subprocess.run([sys.executable, "-m", "dsh_chapters", "-C", str(ws), "archive",
+                    str(CLAUDE_MAIN)], env=env, capture_output=True, check=True)
+    for _ in range(2):  # the first search may build what the second reads as it is
+        done = subprocess.run([sys.executable, "-c", _SEARCH_PROBE, str(ws)], env=env,
+                              capture_output=True, text=True, check=True)
+        assert done.stdout.strip().splitlines()[-1] == "no inspect"
+        assert '"matches"' in done.stdout
+
+
 def test_the_saved_table_serves_the_next_process_without_compiling(table_file: Path) -> None:
     first = startup._CompiledTable(str(table_file))
     _define(first)

@@ -70,6 +70,9 @@ def _hex_or_none(sha: bytes | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Staged:
+    """A file `stage` wrote into the mirror and no commit has recorded yet: its blob id, bytes and
+    the stat of the written file."""
+
     sha: bytes
     data: bytes
     stat: os.stat_result

@@ -225,6 +225,8 @@ _PACK_TEMP = re.compile(r"^(?:tmp_pack_.*|tmp[^/]*\.(?:pack|idx)|[^/]*\.(?:idx|p
 
 @dataclass(frozen=True, slots=True)
 class TempFile:
+    """A temp file a writer left in an object store: its path, size, age and the writer's pid."""
+
     path: str
     size: int
     age_s: int

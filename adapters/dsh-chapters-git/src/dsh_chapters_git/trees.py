@@ -27,6 +27,8 @@ _FORBIDDEN_NAMES = frozenset({b"", b".", b".."})
 
 @dataclass(frozen=True, slots=True)
 class TreeEntry:
+    """One entry of a git tree: its mode and the id of the object it names."""
+
     mode: int
     sha: bytes  # hex object id
 

@@ -40,6 +40,9 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 @dataclass(frozen=True, slots=True)
 class GuardLimits:
+    """The limits a reader holds harness input to: line size, JSON depth, session id length, side
+    file size and decompression."""
+
     line_max_bytes: int = DEFAULTS.reader_line_max_bytes
     json_max_depth: int = DEFAULTS.reader_json_max_depth
     session_id_max_chars: int = DEFAULTS.session_id_max_chars

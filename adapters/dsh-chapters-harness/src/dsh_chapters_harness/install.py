@@ -48,6 +48,8 @@ _FEATURES_HEADER = re.compile(r"^[ \t]*\[[ \t]*features[ \t]*\][ \t]*(?:#[^\n]*)
 
 @dataclass(frozen=True, slots=True)
 class Change:
+    """What install or uninstall did to one configuration file, and where its backup is."""
+
     path: str
     action: str  # "created" | "updated" | "unchanged" | "restored" | "removed"
     detail: str

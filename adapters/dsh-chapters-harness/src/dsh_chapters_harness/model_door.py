@@ -80,18 +80,24 @@ def credential_name(route: str) -> str:
 
 @attrs.frozen
 class _Message:
+    """A chat completion's message: the model's text (None when the server sent none), its role."""
+
     content: str | None = None
     role: str = "assistant"
 
 
 @attrs.frozen
 class _Choice:
+    """One choice of a chat completion: its message and why the server stopped generating."""
+
     message: _Message = attrs.field(factory=_Message)
     finish_reason: str | None = None
 
 
 @attrs.frozen
 class _Completion:
+    """A chat completion as the server sends it; only its choices are read."""
+
     choices: list[_Choice] = attrs.field(factory=list)
 
 

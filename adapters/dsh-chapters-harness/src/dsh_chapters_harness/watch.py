@@ -31,6 +31,8 @@ def _session_file(change: watchfiles.Change, path: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class WatchTiming:
+    """How long the watcher holds a burst of changes, and how often an idle wait wakes up."""
+
     debounce_ms: int  # the longest a burst is held before it is yielded
     tick_ms: int  # how often an idle wait wakes up with an empty batch
 

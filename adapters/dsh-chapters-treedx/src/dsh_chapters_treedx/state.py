@@ -29,6 +29,8 @@ from dsh_chapters_treedx.mirror import STATE_FILE, write_file
 
 @attrs.frozen
 class Pending:
+    """Mirror files staged or committed but not yet pushed, with the commit message and author."""
+
     paths: tuple[str, ...] = ()  # staged, not yet committed
     committed: tuple[str, ...] = ()  # committed locally, not yet pushed
     message: str = ""
@@ -41,6 +43,8 @@ class Pending:
 
 @attrs.frozen
 class Offline:
+    """The last failed call to the server: its failure code and when it happened."""
+
     code: str
     at: str  # ISO-8601 UTC
 
@@ -57,6 +61,8 @@ class Lease:
 
 @attrs.frozen
 class TreeDXState:
+    """The provider's bookkeeping in the mirror (`.treedx-state.json`); it never holds a token."""
+
     origin: str
     repo_id: str
     head: str = ""

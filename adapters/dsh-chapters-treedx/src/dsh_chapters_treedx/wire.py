@@ -27,6 +27,8 @@ def _camel(name: str) -> str:
 
 @attrs.frozen
 class ApiError:
+    """The error a TreeDX response carries: its code, message and details."""
+
     code: str
     message: str = ""
     details: dict[str, Any] = attrs.field(factory=dict)
@@ -34,6 +36,8 @@ class ApiError:
 
 @attrs.frozen
 class Repository:
+    """A TreeDX repository as the server describes it: its id, name, default ref and status."""
+
     repo_id: str
     name: str = ""
     default_ref: str = "refs/heads/main"
@@ -42,11 +46,15 @@ class Repository:
 
 @attrs.frozen
 class CreatedRepository:
+    """The answer to `POST /repos`: the repository it resolved or created."""
+
     repo: Repository
 
 
 @attrs.frozen
 class PathEntry:
+    """One entry of a `paths/list` answer: a path with its object id, kind and size."""
+
     path: str
     object_id: str = ""
     kind: str = "blob"
@@ -55,6 +63,8 @@ class PathEntry:
 
 @attrs.frozen
 class PageInfo:
+    """The paging of a `paths/list` answer: the limit and the cursor of the next page, if any."""
+
     limit: int = 0
     next_cursor: str | None = None
     has_more: bool = False
@@ -62,6 +72,8 @@ class PageInfo:
 
 @attrs.frozen
 class PathsPage:
+    """One page of a `paths/list` answer: the commit the ref resolved to, its entries and paging."""
+
     resolved_ref: str
     entries: tuple[PathEntry, ...] = ()
     page: PageInfo = attrs.field(factory=PageInfo)
@@ -69,6 +81,8 @@ class PathsPage:
 
 @attrs.frozen
 class RepoFile:
+    """One file of a batch read: its path, object id and size, and its content in that encoding."""
+
     path: str
     object_id: str = ""
     size: int = 0
@@ -78,6 +92,8 @@ class RepoFile:
 
 @attrs.frozen
 class FileBatch:
+    """The answer to a batch file read: the files read."""
+
     files: tuple[RepoFile, ...] = ()
 
 
@@ -95,12 +111,16 @@ class Workspace:
 
 @attrs.frozen
 class WorkspaceChange:
+    """One path a workspace changed, and how (added, modified or deleted)."""
+
     path: str
     status: str = ""
 
 
 @attrs.frozen
 class WorkspaceStatus:
+    """The answer to a workspace status request: the paths the workspace changed."""
+
     changes: tuple[WorkspaceChange, ...] = ()
 
 
@@ -118,12 +138,17 @@ class CommitOutcome:
 
 @attrs.frozen
 class CreateRepositoryRequest:
+    """The body of `POST /repos`: the repository's name and its default ref."""
+
     repository_name: str
     default_ref: str
 
 
 @attrs.frozen
 class ListPathsRequest:
+    """The body of a `paths/list` request: the ref, the path patterns, the kinds, the page size and
+    the cursor."""
+
     ref: str
     limit: int
     paths: tuple[str, ...] = ("**",)
@@ -133,6 +158,8 @@ class ListPathsRequest:
 
 @attrs.frozen
 class ReadFilesRequest:
+    """The body of a batch file read: the ref, the paths and the encoding to send them in."""
+
     ref: str
     paths: tuple[str, ...]
     encoding: str | None = None  # None: the server's utf8 default
@@ -140,6 +167,8 @@ class ReadFilesRequest:
 
 @attrs.frozen
 class OpenWorkspaceRequest:
+    """The body of a workspace open: the base ref, the branch, the lease's TTL and the mode."""
+
     base_ref: str
     branch_name: str
     ttl_seconds: int
@@ -148,17 +177,23 @@ class OpenWorkspaceRequest:
 
 @attrs.frozen
 class WriteFileRequest:
+    """The body of a workspace file write: the file's content."""
+
     content: str
 
 
 @attrs.frozen
 class Author:
+    """A commit's author: a name and an email."""
+
     name: str
     email: str
 
 
 @attrs.frozen
 class CommitRequest:
+    """The body of a workspace commit: the commit message and its author."""
+
     message: str
     author: Author
 

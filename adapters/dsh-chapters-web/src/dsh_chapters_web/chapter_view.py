@@ -33,6 +33,8 @@ ROLE_OF_LABEL = {"User": "user", "Assistant": "assistant", "Reasoning": "reasoni
 
 @attrs.frozen
 class Line:
+    """One line of the chapter file, with its 1-based number in the whole file."""
+
     number: int  # 1-based, in the whole file (frontmatter included)
     text: str
 
@@ -62,6 +64,8 @@ class Block:
 
 @attrs.frozen
 class ChapterView:
+    """A chapter as the viewer folds it: its frontmatter, how many lines that spans, its blocks."""
+
     frontmatter: dict[str, Any]
     frontmatter_lines: int
     blocks: tuple[Block, ...]

@@ -39,6 +39,9 @@ WAITING_CHAPTER_BYTES = 8 << 20
 
 @dataclass(frozen=True, slots=True)
 class ArchivedChapter:
+    """One chapter an archive run wrote: its store path, title, turns and seq range, and the
+    composition rule that opened it."""
+
     path: str  # store-relative
     title: str
     turns: int

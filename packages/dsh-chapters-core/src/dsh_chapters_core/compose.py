@@ -30,6 +30,9 @@ RULES: tuple[str, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """Why one turn merged into the open chapter or opened a new one: the rule that fired, the
+    overlap it had and the chapter's size with it."""
+
     turn_index: int
     action: str  # one of ACTIONS
     rule: str  # one of RULES: the rule that fired
@@ -39,11 +42,15 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class ChapterPlan:
+    """One chapter the composition planned: the indices of the turns it is made of, in order."""
+
     turn_indices: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Composition:
+    """The chapters a composition planned, and one decision per turn saying which rule fired."""
+
     chapters: tuple[ChapterPlan, ...]
     decisions: tuple[Decision, ...]
 

@@ -23,6 +23,8 @@ class InjectionKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class UserMessage:
+    """A message the user sent, verbatim, at its position in the source."""
+
     seq: int
     text: str
     time: str = ""
@@ -30,6 +32,8 @@ class UserMessage:
 
 @dataclass(frozen=True, slots=True)
 class AssistantMessage:
+    """A reply the assistant wrote, verbatim, at its position in the source."""
+
     seq: int
     text: str
     time: str = ""
@@ -37,6 +41,8 @@ class AssistantMessage:
 
 @dataclass(frozen=True, slots=True)
 class Reasoning:
+    """The assistant's reasoning text, as the harness recorded it."""
+
     seq: int
     text: str
     time: str = ""
@@ -44,6 +50,8 @@ class Reasoning:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
+    """A tool the assistant called: the call's id, the tool's name and its arguments."""
+
     seq: int
     call_id: str
     name: str
@@ -53,6 +61,8 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
+    """What a tool call returned (matched to its call by `call_id`), and whether it was an error."""
+
     seq: int
     call_id: str
     text: str
@@ -62,12 +72,16 @@ class ToolResult:
 
 @dataclass(frozen=True, slots=True)
 class TurnStart:
+    """The harness marked the start of a turn."""
+
     seq: int
     time: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class TurnEnd:
+    """The harness marked the end of a turn; `reason` says why when it did not complete normally."""
+
     seq: int
     time: str = ""
     reason: str = ""  # why the harness ended the turn when not a normal completion ("aborted")
@@ -75,6 +89,9 @@ class TurnEnd:
 
 @dataclass(frozen=True, slots=True)
 class HostInjection:
+    """Context the host injected into the session (instructions, a skill catalog, runtime context or
+    a plugin notice): re-derivable state, never conversation."""
+
     seq: int
     kind: InjectionKind
     text: str

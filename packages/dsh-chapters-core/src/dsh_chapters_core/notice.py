@@ -253,6 +253,9 @@ def assemble_notice(
 
 @dataclass(frozen=True, slots=True)
 class Notice:
+    """The assembled continuation notice: its text, the rules it selected and how many chapters this
+    session has."""
+
     text: str
     rules: RuleSelection
     chapters: int  # chapters of this session (all of them, listed or not)

@@ -125,6 +125,8 @@ class ReadRoot:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedFile:
+    """A document a read reference resolved to: the root that holds it and its path in that root."""
+
     root: ReadRoot
     path: str  # root-relative
 
@@ -135,6 +137,9 @@ class ResolvedFile:
 
 @dataclass(frozen=True, slots=True)
 class LineSlice:
+    """One page of a document's lines, with the file's line total, the effective limit and whether
+    the caller asked for more than the cap."""
+
     path: str
     offset: int  # 0-based first line returned
     lines: tuple[str, ...]
@@ -167,6 +172,8 @@ class LineSlice:
 
 @dataclass(frozen=True, slots=True)
 class TocEntry:
+    """One table-of-contents row: a heading (or a block of lines), its 1-based line and level."""
+
     line: int  # 1-based
     level: int
     title: str
@@ -174,6 +181,9 @@ class TocEntry:
 
 @dataclass(frozen=True, slots=True)
 class Toc:
+    """A document's table of contents: its headings with line numbers, or one entry per block of
+    lines when it has none."""
+
     path: str
     total_lines: int
     entries: tuple[TocEntry, ...]
@@ -191,6 +201,8 @@ class Toc:
 
 @dataclass(frozen=True, slots=True)
 class LineMatches:
+    """The lines of a document holding every word of a query, capped, with match and line totals."""
+
     path: str
     query: str
     matches: tuple[tuple[int, str], ...]  # (1-based line, text)

@@ -25,6 +25,8 @@ MARKER_PATTERN = re.compile(r"⟦redacted:credential sha256=[0-9a-f]{8}⟧")
 
 @dataclass(frozen=True, slots=True)
 class Redaction:
+    """A text with its credentials replaced by markers, and how many were replaced per family."""
+
     text: str
     counts: tuple[tuple[str, int], ...]  # (family, matches), sorted by family, non-zero only
 

@@ -47,6 +47,8 @@ _FALLBACK_SLUG = "chapter"
 
 @dataclass(frozen=True, slots=True)
 class Artifact:
+    """A tool result deferred out of a chapter: its redacted text, named by that text's sha256."""
+
     sha256: str  # of the redacted text's UTF-8 bytes; the store path is artifacts/<aa>/<sha>.txt
     text: str
 
@@ -57,6 +59,9 @@ class Artifact:
 
 @dataclass(frozen=True, slots=True)
 class RenderedChapter:
+    """One chapter as rendered: the file's exact text, its body and body hash, its frontmatter, the
+    artifacts it defers to, and what was redacted or screened out."""
+
     slug: str
     text: str  # frontmatter + body: the file's exact content
     body: str

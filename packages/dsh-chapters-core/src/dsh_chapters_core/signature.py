@@ -38,6 +38,9 @@ from dsh_chapters_core.turns import Turn
 
 @dataclass(frozen=True, slots=True)
 class Signature:
+    """One turn's signature: its event seqs, the paths it touched, its commands, its top terms and
+    its estimated size (one line of the session's collection)."""
+
     seqs: tuple[int, ...]
     paths: tuple[str, ...]
     commands: tuple[str, ...]

@@ -32,6 +32,9 @@ _CONVERSATION = (UserMessage, AssistantMessage, Reasoning, ToolCall, ToolResult)
 
 @dataclass(frozen=True, slots=True)
 class Turn:
+    """One turn's events, up to and including its `TurnEnd`, or the unfinished tail of a session
+    that is over (then `ended` says so)."""
+
     index: int  # position among the complete turns of the split, from 0
     events: tuple[Event, ...]  # never empty: the last one is the TurnEnd (unless `ended`)
     ended: str = ""  # "" for a turn the harness ended; INCOMPLETE_TURN for a finalized tail
@@ -59,6 +62,8 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class TurnSplit:
+    """A span's events split into complete turns and the in-flight tail after the last `TurnEnd`."""
+
     complete: tuple[Turn, ...]
     incomplete: tuple[Event, ...]  # after the last TurnEnd: the in-flight turn, never composed
 

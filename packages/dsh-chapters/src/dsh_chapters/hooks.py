@@ -116,6 +116,8 @@ class HookResult:
 
 @dataclass(frozen=True, slots=True)
 class Deadline:
+    """The end of a hook's time budget, on the monotonic clock."""
+
     at: float  # time.monotonic()
 
     @classmethod
@@ -320,6 +322,8 @@ def _summary(fields: Mapping[str, Any]) -> str:
 
 @dataclass
 class Bounded(Generic[_V]):
+    """How a hook's work ran under the watchdog: whether it finished, and its value or its error."""
+
     finished: bool
     value: _V | None = None
     error: BaseException | None = None

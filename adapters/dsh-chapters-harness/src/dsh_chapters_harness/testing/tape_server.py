@@ -53,6 +53,9 @@ def request_key(method: str, path: str, body: bytes | dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class TapeResponse:
+    """One canned answer of a tape: its status and the model's content, a JSON body or plain text,
+    held back by an optional delay."""
+
     status: int = 200
     content: str | None = None
     body: Any = None
@@ -90,6 +93,8 @@ class TapeResponse:
 
 @dataclass(frozen=True)
 class TapeEntry:
+    """One tape entry: the key of the request it answers, its response and a note for humans."""
+
     key: str
     response: TapeResponse
     note: str = ""
@@ -97,6 +102,8 @@ class TapeEntry:
 
 @dataclass(frozen=True)
 class Tape:
+    """A recorded tape: its name, its entries and its mode (replay, or down: refuse connections)."""
+
     name: str
     entries: tuple[TapeEntry, ...] = ()
     mode: str = MODE_REPLAY
@@ -126,6 +133,9 @@ def load_tape(path: str | Path) -> Tape:
 
 @dataclass(frozen=True)
 class TapeRequest:
+    """One request the tape server received: its key, path and arrival time, whether a tape matched
+    it, the status it got and whether it was authorized."""
+
     key: str
     path: str
     at: float  # time.monotonic() when it arrived

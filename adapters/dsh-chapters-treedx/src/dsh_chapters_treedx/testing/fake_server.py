@@ -115,6 +115,9 @@ class _Fail(Exception):
 
 @dataclass
 class _Commit:
+    """One commit of a fake repository: its sha, parent, whole file tree, message and author, with
+    the git blob id of each path."""
+
     sha: str
     parent: str | None
     tree: dict[str, bytes]
@@ -128,6 +131,9 @@ class _Commit:
 
 @dataclass
 class _Repo:
+    """A fake repository: its id, name, default ref, branches and commits, and the heads a commit
+    dropped."""
+
     repo_id: str
     name: str
     default_ref: str
@@ -138,6 +144,8 @@ class _Repo:
 
 @dataclass
 class _Principal:
+    """Whom a token authenticates on the fake server: the actor, the tenant and when it expires."""
+
     actor: str
     tenant: str
     expires_at: float | None  # on the fake's clock
@@ -145,6 +153,9 @@ class _Principal:
 
 @dataclass
 class _Workspace:
+    """A workspace opened on the fake server: its base, branch, mode, lease expiry and status, and
+    the files written or deleted in it since."""
+
     workspace_id: str
     repo: _Repo
     actor: str
@@ -175,6 +186,8 @@ class Exchange:
 
 @dataclass
 class _Trigger:
+    """An action a test scheduled to run right after the fake server's n-th request to a route."""
+
     route: str
     after: int
     action: Callable[[], None]

@@ -175,6 +175,9 @@ def plan_chapter(
 
 @dataclass(frozen=True, slots=True)
 class LadderResult:
+    """How the ladder ended for one chapter: the valid proposal or None, the model calls it made,
+    and why no proposal came back."""
+
     proposal: Proposal | None
     calls: int
     failure: EnrichReason | None = None

@@ -39,6 +39,8 @@ class Proposal:
 
 @dataclass(frozen=True, slots=True)
 class Invalid:
+    """A model answer that failed validation, with the problem the retry tells the model."""
+
     problem: str  # said back to the model on the retry, and kept in the report
 
 

@@ -79,6 +79,9 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class EnrichState:
+    """The machine-local enrichment state (`enrich.json`): the queued chapters, the last outcome per
+    chapter and the last run."""
+
     queued: tuple[str, ...] = ()  # store paths, in order of arrival
     last_enqueued_at: str = ""
     outcomes: tuple[tuple[str, ChapterOutcome], ...] = ()  # the last outcome per path, sorted
@@ -145,6 +148,8 @@ def write_state(tree: FileTree, state: EnrichState) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ModelRoute:
+    """The model enrichment calls: its `provider/model` route, its base URL and where it was set."""
+
     route: str  # `provider/model`, as provenance records it; "" = no model configured
     base_url: str = ""
     origin: str = ""  # "override" | "config" | ""
@@ -189,6 +194,8 @@ def effective_route(config: Config, tree: FileTree) -> ModelRoute:
 
 @dataclass(frozen=True, slots=True)
 class DrainDecision:
+    """Whether a drain of the enrichment queue runs now, how many chapters it may take, and why."""
+
     run: bool
     limit: int | None = None  # chapters this drain may take (None = the whole queue)
     reason: str = ""

@@ -98,6 +98,8 @@ def enqueue_own_chapters(
 
 @dataclass(frozen=True, slots=True)
 class DrainReport:
+    """What one drain did: its decision, the model route, each chapter's outcome and the summary."""
+
     decision: DrainDecision
     route: ModelRoute
     outcomes: tuple[ChapterOutcome, ...] = ()
@@ -123,6 +125,9 @@ def _read(store: ChapterStore, path: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class _Context:
+    """What enriching each chapter of one drain needs: the store, lock, clock, config, model route,
+    vocabulary and the owners of the sessions."""
+
     store: ChapterStore
     lock: WriterLock
     clock: Clock
@@ -227,6 +232,9 @@ def drain(
 
 @dataclass(frozen=True, slots=True)
 class ReportRow:
+    """One chapter's row in `chapters enrich report`: its status, whether it is queued, its last
+    outcome and the provenance of its fields."""
+
     path: str
     harness_id: str
     title: str

@@ -22,6 +22,9 @@ _SPACE = re.compile(r"\s+")
 
 @dataclass(frozen=True, slots=True)
 class ChapterSlice:
+    """The cheap slice of one chapter a model sees: the user requests, the first and last assistant
+    messages, and the start of the body."""
+
     user_requests: str
     first_assistant: str
     last_assistant: str

@@ -36,6 +36,8 @@ class ModelError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
+    """One message of a chat call to the model: its role and its text."""
+
     role: str  # "system" | "user" | "assistant"
     content: str
 

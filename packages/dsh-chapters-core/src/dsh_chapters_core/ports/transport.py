@@ -32,6 +32,9 @@ class MirrorState:
 
 @dataclass(frozen=True, slots=True)
 class PullResult:
+    """What a pull did: the pool head before and after, the paths it changed, and the pool paths
+    still arriving or never materialized."""
+
     head_before: str
     head_after: str
     changed_paths: tuple[str, ...] = ()
@@ -42,6 +45,9 @@ class PullResult:
 
 @dataclass(frozen=True, slots=True)
 class StageResult:
+    """What staging files into the mirror did: new, changed and unchanged counts, and the files the
+    transport refused."""
+
     new: int = 0
     changed: int = 0
     unchanged: int = 0
@@ -50,6 +56,8 @@ class StageResult:
 
 @dataclass(frozen=True, slots=True)
 class PushResult:
+    """What a push did: the pool head after it, and whether there was anything to push."""
+
     head: str
     pushed: bool  # false when there was nothing to push
 

@@ -41,6 +41,9 @@ GATED: tuple[tuple[str, Callable[[str], Iterable[Span]]], ...] = GATED_FORMS
 
 @dataclass(frozen=True, slots=True)
 class Scan:
+    """Every family's triggers compiled for one pass: the combined pattern, each trigger alone, the
+    later triggers of each pivot, and the gated forms."""
+
     pattern: re.Pattern[str]
     triggers: tuple[Trigger, ...]  # by capture group number - 1
     alone: tuple[re.Pattern[str], ...]  # each trigger by itself

@@ -83,6 +83,8 @@ def read_own_facts(tree: FileTree, harness_id: str) -> tuple[CurationFact, ...]:
 
 @dataclass(frozen=True, slots=True)
 class StatusFact:
+    """A rule's status by this machine's last fact on it, with the body hash the human approved."""
+
     status: RuleStatus
     sha256: str = ""  # the body the human approved; "" in facts that predate the binding
 

@@ -56,6 +56,8 @@ class RuleProposal:
 
 @dataclass(frozen=True, slots=True)
 class ProposalResult:
+    """The rule a proposal wrote, or the identical one that already existed (`created` is False)."""
+
     rule: Rule
     created: bool  # False: an identical rule (same category and text) already exists
 
@@ -203,6 +205,9 @@ def propose_rule(
 
 @dataclass(frozen=True, slots=True)
 class StatusChange:
+    """An approval or revocation of one rule: its status before and after, and the curation fact
+    written for it."""
+
     rule: Rule  # with its status after the change
     before: RuleStatus
     after: RuleStatus

@@ -27,6 +27,8 @@ def render_rule_entry(rule: Rule) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SizedRule:
+    """A rule with the estimated tokens of its notice entry, as the selector budgets it."""
+
     rule: Rule
     tokens: int  # estimated tokens of its notice entry (`charsPerToken`, §4.1)
 

@@ -65,6 +65,8 @@ class Quarantined:
 
 @dataclass(frozen=True, slots=True)
 class CopyLimits:
+    """The limits copy-in holds a pool file to: its bytes, its frontmatter bytes, its session id."""
+
     max_bytes: int = DEFAULTS.pool_file_max_bytes
     frontmatter_max_bytes: int = DEFAULTS.frontmatter_max_bytes
     session_id_max_chars: int = DEFAULTS.session_id_max_chars
@@ -77,6 +79,8 @@ class CopyLimits:
 
 @dataclass(frozen=True, slots=True)
 class CopyIn:
+    """What one copy-in did: files new to the store, files changed, and pool files quarantined."""
+
     new: int = 0
     changed: int = 0
     quarantined: tuple[Quarantined, ...] = ()

@@ -412,6 +412,8 @@ def sync(
 
 @dataclass(frozen=True, slots=True)
 class PushDecision:
+    """Whether the push after an archive runs now or waits out the debounce, until when, and why."""
+
     push_now: bool
     due_at: str = ""  # ISO time of the deferred push ("" when pushing now)
     reason: str = ""

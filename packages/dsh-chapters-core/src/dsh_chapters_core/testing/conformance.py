@@ -46,6 +46,9 @@ class ConformanceError(AssertionError):
 
 @dataclass(frozen=True, slots=True)
 class Check:
+    """One check of the provider conformance suite: its name, what it checks and the function
+    running it."""
+
     name: str
     doc: str
     run: Callable[[_Pool], None]

@@ -107,6 +107,8 @@ class FakeClock:
 
 @dataclass(frozen=True, slots=True)
 class PoolCommit:
+    """One snapshot commit of the in-memory pool: its id, parent, author, message and every file."""
+
     id: str
     parent: str
     author: str

@@ -71,6 +71,8 @@ class HarnessSample:
 
 @dataclass(frozen=True, slots=True)
 class HarnessCheck:
+    """One check of the harness reader contract: its name, what it checks, and its function."""
+
     name: str
     doc: str
     run: Callable[[_Bench], None]

@@ -38,6 +38,8 @@ def _count(n: int, noun: str) -> str:
 
 @dataclass
 class DemoMachine:
+    """One machine of the demo: its name, its own workspace and the environment its commands see."""
+
     name: str
     workspace: Path
     env: dict[str, str]

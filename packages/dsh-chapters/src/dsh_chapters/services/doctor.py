@@ -47,6 +47,9 @@ CREDENTIAL_DIR_MODE = 0o700
 
 @dataclass(frozen=True, slots=True)
 class Finding:
+    """One thing `chapters doctor` found: its area, code, path and detail, and what `--repair` would
+    do or did."""
+
     area: str  # store | pool | lock | mirror | index | credentials | formats
     code: str  # stable, for scripts: "bad-frontmatter", "symlink", "mirror-corrupt", …
     path: str
@@ -62,6 +65,8 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class DoctorReport:
+    """Everything `chapters doctor` found, and whether this run was asked to repair."""
+
     findings: tuple[Finding, ...]
     repaired: bool
 

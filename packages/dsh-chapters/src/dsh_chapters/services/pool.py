@@ -319,6 +319,9 @@ def sync_point_json(
 
 @dataclass(frozen=True, slots=True)
 class LinkResult:
+    """What `chapters link` did: the remote and its provider, the projectKey, the config file
+    written, and what it replaced."""
+
     remote: str
     provider: str
     project_key: str
@@ -398,6 +401,9 @@ def _resolve_pool_at_link(app: App, target: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class PoolStatus:
+    """The pool as `chapters status` reports it: remote, provider, projectKey, mirror, pending files
+    and the last sync."""
+
     remote: str
     provider: str
     project_key: str

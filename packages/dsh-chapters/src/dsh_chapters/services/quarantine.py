@@ -19,6 +19,8 @@ MORE = " " * 11
 
 @dataclass(frozen=True, slots=True)
 class QuarantineRow:
+    """One file this machine set aside, in the store or the pool, with its path and the reason."""
+
     where: str  # "store" | "pool"
     path: str  # store-relative or pool-relative
     reason: str

@@ -26,6 +26,9 @@ HISTORY = "pool history"
 
 @dataclass(frozen=True, slots=True)
 class ScanReport:
+    """What `chapters scan` found: every credential hit, with files, hits and families counted per
+    place, and what could not be read."""
+
     hits: tuple[SecretHit, ...]
     files: dict[str, int]  # place -> files (or file versions) scanned
     counts: dict[str, int]  # place -> credentials found

@@ -44,6 +44,9 @@ from dsh_chapters_core.search.vocabulary import VOCABULARY_PATH, vocabulary_docu
 
 @dataclass(frozen=True, slots=True)
 class IndexUpdate:
+    """What bringing a door's index up to date did: the manifest it left, the paths it added,
+    changed, removed or skipped, the shards it wrote, and what it read on the way."""
+
     manifest: IndexManifest
     curation: Curation
     rebuilt: bool
