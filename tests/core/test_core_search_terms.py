@@ -18,6 +18,14 @@ from dsh_chapters_core.search.terms import query_words, stem, word_terms, words
     ("9.0.1", ("9.0.1",)),
     ("PRs", ("pr",)),
     ("Migrations", ("migration",)),
+    # hex of one case with a digit, four or more: a hash, a commit, a UUID's group, whole
+    ("9b5a3f25dd", ("9b5a3f25dd",)),
+    ("artifacts/2f/2f75100049a9.txt", ("artifacts/2f/2f75100049a9.txt", "artifact", "2f",
+                                       "2f75100049a9", "txt")),
+    ("019f1fdd-25d6-7772", ("019f1fdd-25d6-7772", "019f1fdd", "25d6", "7772")),
+    ("DEADBEEF01", ("deadbeef01",)),
+    ("e2e", ("e2e", "e", "2e")),  # shorter: split as before
+    ("Abc123", ("abc123", "abc", "123")),  # two cases: an identifier's humps
 ])
 def test_identifiers_are_terms_whole_and_split(word: str, terms: tuple[str, ...]) -> None:
     assert word_terms(word) == terms
@@ -57,3 +65,12 @@ def test_a_compound_query_word_asks_for_the_whole_and_each_part() -> None:
         "filenotfounderror", "file", "found", "error"]
     assert [w.text for w in query_words("9.0.1 HTTPServer")] == [
         "9.0.1", "httpserver", "http", "server"]
+
+
+def test_a_hash_asks_for_itself_not_for_the_pieces_other_hashes_share() -> None:
+    """Split at its humps, a commit would ask for `9b`, `5a`, `3f`, ... that any other hash may
+    hold: it is one word, and only the same hash matches it."""
+    (commit,) = query_words("9b5a3f25dd")
+    assert commit.terms == {"9b5a3f25dd"}
+    assert not commit.terms & set(word_terms("19b5a3f2ab"))
+    assert commit.terms & set(word_terms("9b5a3f25dd"))

@@ -54,7 +54,7 @@ from dsh_chapters_fs.search_postings import (
     read_postings,
 )
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 _SEP = "\x1f"  # joins labels in a column; never part of a label (labels are slugs)
 _BUSY_TIMEOUT_MS = 10_000
 _KINDS = {k.value: k for k in DocumentKind}

@@ -27,6 +27,10 @@ _JOINT = re.compile(r"[._\-/:]")
 # camelCase humps: `repoName` -> repo, Name; `HTTPServer` -> HTTP, Server; `v2Api` -> v2, Api.
 _HUMP = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+[a-z]*")
 _PLURAL_CAPS = re.compile(r"^[A-Z]{2,}s$")
+# Four or more hex digits of one case, a digit among them: a hash, a commit, a UUID's group.
+# Split at the humps `2f75100049a9` is `2f`, `75100049a`, `9`: parts no one types, in every
+# chapter that names an artifact or a commit, so it stays one word. (`ec2`, `e2e` still split.)
+_HEX = re.compile(r"(?=[0-9a-f]*[0-9])[0-9a-f]{4,}|(?=[0-9A-F]*[0-9])[0-9A-F]{4,}")
 _NUMERIC = re.compile(r"^[0-9][0-9.]*$")
 # The longest part of a word split at camelCase humps; longer ones stay whole (see `_humps`).
 HUMP_MAX_CHARS = 64
@@ -96,7 +100,7 @@ def word_terms(word: str) -> tuple[str, ...]:
 
 
 def _humps(chunk: str) -> list[str]:
-    if _PLURAL_CAPS.match(chunk) or len(chunk) > HUMP_MAX_CHARS:
+    if _PLURAL_CAPS.match(chunk) or len(chunk) > HUMP_MAX_CHARS or _HEX.fullmatch(chunk):
         # `PRs`, `URLs`: an acronym's plural, one word. A chunk longer than any identifier
         # (a hash, a base64 run) is one word too: the all-caps hump backtracks on a long run,
         # so splitting one would cost time quadratic in its length.
