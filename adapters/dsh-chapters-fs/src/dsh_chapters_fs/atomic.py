@@ -128,6 +128,13 @@ def _write_error(path: Path, exc: OSError) -> StoreWriteError:
              "disk has room); `chapters doctor` names what is damaged")
 
 
+def _temp_path(path: Path) -> Path:
+    """`.<name>.<pid>-<random>.tmp` beside `path`: skipped by every listing, swept by pid."""
+    import secrets  # on write only: a search that writes nothing never loads it
+
+    return path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -139,9 +146,7 @@ def _write_atomic(path: Path, data: bytes, *, mode: int, exclusive: bool) -> Non
     number = next(_write_numbers)
     note_write()
     make_dirs(path.parent)
-    import secrets  # on write only: a search that writes nothing never loads it
-
-    tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    tmp = _temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
@@ -202,8 +207,6 @@ def write_atomic_many(files: Sequence[tuple[Path, bytes]], *, mode: int = 0o644)
         for path, data in files:
             write_atomic(path, data, mode=mode)
         return
-    import secrets  # on write only
-
     made: list[tuple[int, Path, Path, int]] = []  # (write number, path, temp, fd)
     at = files[0][0]
     try:
@@ -212,7 +215,7 @@ def write_atomic_many(files: Sequence[tuple[Path, bytes]], *, mode: int = 0o644)
             at = path
             number = next(_write_numbers)
             note_write()
-            tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+            tmp = _temp_path(path)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             made.append((number, path, tmp, fd))
             _write_all(fd, data)
@@ -227,9 +230,6 @@ def write_atomic_many(files: Sequence[tuple[Path, bytes]], *, mode: int = 0o644)
             os.replace(tmp, path)
             made[index] = (number, path, path, -1)
         _sync_all(sorted({path.parent for _, path, _, _ in made}), _sync_target)
-    except FileExistsError:
-        raise StoreWriteError(f"cannot write {at}: a file stands where a directory should",
-                              hint="`chapters doctor` names what is damaged") from None
     except OSError as exc:
         raise _write_error(at, exc) from None
     finally:

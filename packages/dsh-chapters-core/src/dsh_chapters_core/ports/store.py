@@ -91,8 +91,6 @@ class ChapterStore(Protocol):
 
     def write_chapter(self, root_session_id: str, number: int, slug: str, text: str) -> str: ...
 
-    def has_artifact(self, sha256: str) -> bool: ...
-
     def write_artifacts(self, artifacts: Sequence[tuple[str, str]]) -> int:
         """Store each (sha256, text) the store lacks, all durable before it returns (before
         the chapter that cites them is written); how many were written. One call for many,

@@ -143,9 +143,6 @@ class FakeChapterStore:
         self.files[path] = text
         return path
 
-    def has_artifact(self, sha256: str) -> bool:
-        return f"artifacts/{sha256[:2]}/{sha256}.txt" in self.files
-
     def write_artifacts(self, artifacts: Sequence[tuple[str, str]]) -> int:
         written = 0
         for sha256, text in artifacts:
