@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from dsh_chapters_core.errors import ConfigError, UnsafePathError
+from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_fs.chapterfile import frontmatter_error, frontmatter_problem, parse_document
 from dsh_chapters_fs.configfile import read_config_file
 from dsh_chapters_fs.search_tree import FrontmatterReader
@@ -41,6 +42,32 @@ def test_bad_frontmatter_is_quarantined_with_its_reason(case: str) -> None:
 def test_a_good_chapter_has_no_problem() -> None:
     text = '---\ndate: "2026-11-20T09:00:00Z"\nharnessId: "box"\ntitle: "ok"\n---\nbody\n'
     assert frontmatter_problem(f"{SID}/chapters/001-x.md", text.encode()) == ""
+
+
+def test_copy_in_reads_what_the_core_wrote_without_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new machine judges every pool chapter before copying it in: the frontmatter the core
+    writes is read with json, as search reads it, and only anything else goes to PyYAML."""
+    import dsh_chapters_fs.chapterfile as chapterfile
+
+    parsed: list[str] = []
+    real = chapterfile.load_frontmatter
+
+    def counted(fm_text: str, *args: int) -> object:
+        parsed.append(fm_text)
+        return real(fm_text, *args)
+
+    monkeypatch.setattr(chapterfile, "load_frontmatter", counted)
+    fields = {"date": "2026-11-20T09:00:00Z", "harnessId": "box", "title": "yes: no",
+              "topics": ["auth", "2026-01-01"], "seqRange": [1, 9],
+              "messages": {"assistant": 3, "user": 2}, "summary": "null"}
+    text = dump_frontmatter(fields) + "the body\n"
+    assert frontmatter_problem(f"{SID}/chapters/001-x.md", text.encode()) == ""
+    assert parsed == []
+    doc = parse_document(f"{SID}/chapters/001-x.md", text)
+    assert (doc.title, doc.summary, doc.topics) == ("yes: no", "null", ("auth", "2026-01-01"))
+    edited = "---\ntitle: edited by hand\nharnessId: box\n---\nthe body\n"
+    assert frontmatter_problem(f"{SID}/chapters/001-x.md", edited.encode()) == ""
+    assert parsed == ["title: edited by hand\nharnessId: box\n"]
 
 
 def test_the_store_lists_every_quarantined_file_and_skips_links(tmp_path: Path) -> None:
