@@ -160,7 +160,19 @@ def test_import_refuses_clearly(ws: Path, chapters: Runner, tmp_path: Path) -> N
     empty = tmp_path / "empty"
     empty.mkdir()
     nothing = chapters("import", "codex", "--source", str(empty))
-    assert nothing.code == 1 and "(0 files)" in nothing.err and "--source" in nothing.err
+    assert nothing.code == 1 and f"no codex session file under {empty}: it holds no file" in \
+        nothing.err and "--source" in nothing.err
+    # Rollouts renamed (a copy, an export): the folder's files are named, and what Codex calls
+    # its session files, not "0 files" in a folder that holds some.
+    renamed = tmp_path / "renamed"
+    (renamed / "2026").mkdir(parents=True)
+    rollout = next(CODEX_DIR.rglob("rollout-*.jsonl")).read_bytes()
+    for name in ("b.jsonl", "a.jsonl"):
+        (renamed / "2026" / name).write_bytes(rollout)
+    wrong = chapters("import", "codex", "--source", str(renamed))
+    assert wrong.code == 1 and "none of its 2 files is one (such as a.jsonl)" in wrong.err
+    assert "codex names its session files rollout-*.jsonl" in wrong.err
+    assert not (ws / ".dsh-chapters").exists() or not _chapter_files(ws)
     unknown = chapters("import", "no-such-agent")
     assert unknown.code == 2 and "no such reader" in unknown.err
     missing = chapters("import", "codex", "--source", str(tmp_path / "nope"))

@@ -630,6 +630,8 @@ class CodexReader:
     """`dsh_chapters.harnesses` entry point `codex`."""
 
     name = NAME
+    # What Codex names a session file: an import told a folder with none says so.
+    session_files = "rollout-*.jsonl"
 
     def sniff(self, head: bytes) -> bool:
         return any(_is_codex_record(r) for r in head_records(head, limit=_SNIFF_LINES))

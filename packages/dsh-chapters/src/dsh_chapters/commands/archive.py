@@ -20,7 +20,12 @@ from dsh_chapters.commands.pool import run_list_pool
 from dsh_chapters.present import clip, fold, report_lines
 from dsh_chapters.services import pool
 from dsh_chapters.services.archive import AUTO, archive_and_log, read_transcript, sync_point
-from dsh_chapters.services.importing import ImportResult, import_sessions
+from dsh_chapters.services.importing import (
+    FOLDER_FILES_COUNTED,
+    ImportResult,
+    import_sessions,
+    source_contents,
+)
 from dsh_chapters.services.library import (
     chapter_ids,
     chapter_number,
@@ -100,9 +105,7 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
     if progress is not None:
         progress.close()
     if not result.files:
-        raise ChaptersError(f"no {args.harness} session of {app.workspace} found under "
-                            f"{result.where} (0 files)",
-                            hint="pass --source DIR to import from another directory")
+        raise _nothing_found(app, args.harness, result.where, source)
     inv.emit(import_json(result), fold("\n".join(import_lines(app, result, wide=args.wide)),
                                        wide=args.wide))
     if result.failures:
@@ -110,6 +113,27 @@ def run_import(args: argparse.Namespace, inv: Invocation) -> int:
                             "could not be read",
                             hint="see each file's reason above; the others were archived")
     return 0
+
+
+def _nothing_found(app: App, harness: str, where: str, source: str | None) -> ChaptersError:
+    """No session file: of this project where the harness keeps them, or under `--source`,
+    where the error says what the folder holds instead and how the harness names its files."""
+    if source is None:
+        return ChaptersError(f"no {harness} session of {app.workspace} found under {where} "
+                             "(0 files)", hint="pass --source DIR to import from another directory")
+    held = source_contents(app, harness, source)
+    if not held.files:
+        what = "it holds no file"
+    elif held.files == 1:
+        what = f"its one file, {held.example}, is not one"
+    else:
+        count = (f"{held.files:,}" if held.files < FOLDER_FILES_COUNTED
+                 else f"{FOLDER_FILES_COUNTED:,} or more")
+        what = f"none of its {count} files is one (such as {held.example})"
+    named = (f"{harness} names its session files {held.session_files}: "
+             if held.session_files else "")
+    return ChaptersError(f"no {harness} session file under {where}: {what}",
+                         hint=f"{named}pass --source the directory that holds them")
 
 
 def import_json(result: ImportResult) -> dict[str, Any]:

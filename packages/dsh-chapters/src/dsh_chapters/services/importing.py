@@ -60,6 +60,34 @@ def where_sessions_are(app: App, harness: str, source: str | None) -> str:
     return str(folder) if folder is not None else f"the {harness} reader's own folders"
 
 
+@dataclass(frozen=True, slots=True)
+class SourceContents:
+    """What a `--source` folder holds when no session file of the harness was found in it: how
+    many files (counted up to `FOLDER_FILES_COUNTED`), one of their names, and how the harness
+    names its session files when its reader says ("" otherwise)."""
+
+    files: int
+    example: str
+    session_files: str
+
+
+FOLDER_FILES_COUNTED = 100_000  # a folder past this is said to hold "100,000 or more"
+
+
+def source_contents(app: App, harness: str, source: str) -> SourceContents:
+    """What is under `source` instead of session files, for the error that names it."""
+    files, example = 0, ""
+    for _, _, names in os.walk(source):
+        for name in sorted(names):
+            example = example or name
+            files += 1
+        if files >= FOLDER_FILES_COUNTED:
+            break
+    reader = app.harnesses.get(harness)
+    pattern = getattr(reader, "session_files", "")
+    return SourceContents(files, example, pattern if isinstance(pattern, str) else "")
+
+
 def import_sessions(app: App, harness: str, *, source: str | None = None, final: bool = False,
                     on_file: Callable[[int, int, str], None] | None = None) -> ImportResult:
     """Archive every session file of this project the reader finds (or every one under
