@@ -300,6 +300,41 @@ def test_a_corrupt_mirror_is_moved_aside_and_rebuilt(
     git("-C", m.mirror, "fsck", "--strict")
 
 
+def test_a_staged_file_changed_before_the_commit_is_damage_never_published(
+    machines: MakeMachine, pool: Path, git: GitCli
+) -> None:
+    """Staged bytes are read back by the commit, not held in memory: a file changed behind the
+    writer lock fails the commit (the mirror marked, moved aside by the next open), and the
+    pool never holds the changed bytes."""
+    m = machines("mach-a", str(pool))
+    a = m.provider()
+    a.open()
+    head = publish(a, {"x.md": b"x\n"}, "mach-a")
+    first, second = chapter("s", 1, "one"), chapter("s", 2, "two")
+    assert a.stage(dict([first, second])).new == 2
+    (m.mirror / second[0]).write_bytes(b"changed behind the lock\n")
+    with pytest.raises(TransportError) as failed:
+        a.commit("publish 2", "mach-a")
+    assert f"{second[0]} changed after it was staged" in failed.value.message
+    a.close()
+    state = m.provider().open()
+    assert state.moved_aside and state.cloned and state.head == head
+    assert git("-C", pool, "log", "--format=%H", "main").split() == [head]
+    b = m.provider()
+    b.open()
+    publish(b, dict([first, second]), "mach-a")
+    assert files_under(m.mirror) == {"x.md": b"x\n", first[0]: first[1], second[0]: second[1]}
+    (m.mirror / first[0]).unlink()  # not staged: a commit with nothing staged reads no file
+    assert b.commit("nothing", "mach-a") is None
+    third = chapter("s", 3, "three")
+    b.stage(dict([third]))
+    (m.mirror / third[0]).unlink()
+    with pytest.raises(TransportError) as gone:
+        b.commit("publish 1", "mach-a")
+    assert f"{third[0]}, staged for the next commit, cannot be read" in gone.value.message
+    git("-C", pool, "fsck", "--strict")
+
+
 def test_a_mirror_of_another_pool_is_moved_aside(machines: MakeMachine, tmp_path: Path) -> None:
     m = machines("mach-a", str(tmp_path / "first.git"))
     first = m.provider()
