@@ -23,7 +23,10 @@ For each size, in a fresh workspace, measured side by side in one run:
 - **in process**: the same questions through one composed App's search service, as the MCP
   server holds it: p50 and p95;
 - **retrieval**: recall@1 / recall@3 (the answer in a top-1 / top-3 chapter or an artifact it
-  links, `--max-tokens 4000`), next to SQLite FTS5 `bm25()` over the same chapter files.
+  links, `--max-tokens 4000`), next to SQLite FTS5 `bm25()` over the same chapter files;
+- **the pool**: the store linked to a local-path pool and synced (every file published), then
+  a second machine's first sync into an empty workspace and its first search (which must build
+  nothing): wall time and peak RSS of each.
 """
 
 from __future__ import annotations
@@ -167,6 +170,42 @@ def in_process(ws: Path, env: dict[str, str], queries: list[dict[str, Any]]) -> 
     return times
 
 
+def pool_figures(root: Path, ws: Path, env: dict[str, str], query: str) -> dict[str, Any]:
+    """The store shared through a local-path pool, as a team's is: this machine's first sync
+    (every file published), then a second machine's first sync into an empty workspace (every
+    file cloned, checked and copied in, both its search indexes written) and its first search,
+    which must build nothing. Wall time and peak RSS of each process."""
+    exe = _chapters_exe()
+    pool = root / "pool.git"
+    steps: dict[str, Any] = {}
+
+    def run(name: str, cmd: list[str], cwd: Path, env: dict[str, str]) -> str:
+        seconds, peak, _, err, code = timed([exe, *cmd], cwd, env)
+        if code != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed ({code}): {err[-400:]}")
+        steps[name] = {"s": round(seconds, 1), "rss_mb": round(peak, 1)}
+        print(f"  {name}: {seconds:.1f} s, {peak:.0f} MB RSS", flush=True)
+        return err
+
+    subprocess.run([exe, "link", str(pool)], cwd=ws, env=env, check=True, capture_output=True)
+    run("first_sync", ["sync"], ws, env)
+    other, other_home = root / "ws2", root / "dsh_home2"
+    other.mkdir()
+    other_home.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=other, check=True)
+    subprocess.run(["git", "remote", "add", "origin", "https://github.com/example/haystack.git"],
+                   cwd=other, check=True)
+    env2 = {**env, "DSH_HOME": str(other_home), "DSH_CHAPTERS_HARNESS_ID": "bench-two"}
+    subprocess.run([exe, "link", str(pool)], cwd=other, env=env2, check=True,
+                   capture_output=True)
+    run("second_machine_sync", ["sync"], other, env2)
+    said = run("second_machine_first_search", ["search", query, "--json"], other, env2)
+    steps["second_machine_first_search"]["said"] = said.strip()
+    steps["pool_mb"] = round(sum(p.stat().st_size for p in pool.rglob("*") if p.is_file())
+                             / 1e6, 1)
+    return steps
+
+
 def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
              queries: list[dict[str, Any]], ev: Any, keep: Path | None) -> dict[str, Any]:
     exe = _chapters_exe()
@@ -227,6 +266,7 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
     fts = fts5_recall(ws, home, queries, ev)
     index_mb = sum(p.stat().st_size for p in (ws / ".dsh-chapters" / "cache").glob(
         "search-*.sqlite*")) / 1e6
+    shared = pool_figures(root, ws, env, queries[0]["query"])
     n = len(queries)
     result = {
         "transcripts": len(files) + len(SESSIONS),
@@ -256,6 +296,7 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
         "recall_at_3": round(h3 / n, 3),
         "fts5": fts,
         "questions": n,
+        "pool": shared,
     }
     if keep is None:
         shutil.rmtree(root, ignore_errors=True)

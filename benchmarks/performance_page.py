@@ -489,6 +489,19 @@ def haystack_section() -> list[str]:
         f"≥ {t['recall_at_1_min']} / ≥ {t['recall_at_3_min']}, above FTS5")
     row("FTS5 `bm25()` recall@1 / @3", lambda r: (
         f"{r['fts5']['recall_at_1']:.2f} / {r['fts5']['recall_at_3']:.2f}"), "")
+    if all(sizes[n].get("pool") for n in names):
+        def step(name: str) -> Callable[[dict[str, Any]], str]:
+            def cell(r: dict[str, Any]) -> str:
+                seconds = r["pool"][name]["s"]
+                wall = f"{seconds:.1f} s" if seconds < 100 else f"{seconds:,.0f} s"
+                return f"{wall}, {_mb(r['pool'][name]['rss_mb'])}"
+            return cell
+
+        row("first sync to a local-path pool (time, peak RSS)", step("first_sync"), "")
+        row("a second machine's first sync", step("second_machine_sync"), "")
+        row("… and its first search", lambda r: step("second_machine_first_search")(r) + (
+            " (built nothing)" if not r["pool"]["second_machine_first_search"].get("said")
+            else f" ({r['pool']['second_machine_first_search']['said']})"), "")
     return out
 
 
