@@ -170,6 +170,17 @@ def in_process(ws: Path, env: dict[str, str], queries: list[dict[str, Any]]) -> 
     return times
 
 
+def workspace(ws: Path, home: Path) -> tuple[Path, Path]:
+    """An empty project (a git repository with an origin, which names its projectKey) and its
+    DSH_HOME: every machine of the benchmark gets one, so all share one project."""
+    ws.mkdir()
+    home.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    subprocess.run(["git", "remote", "add", "origin", "https://github.com/example/haystack.git"],
+                   cwd=ws, check=True)
+    return ws, home
+
+
 def pool_figures(root: Path, ws: Path, env: dict[str, str], query: str) -> dict[str, Any]:
     """The store shared through a local-path pool, as a team's is: this machine's first sync
     (every file published), then a second machine's first sync into an empty workspace (every
@@ -189,12 +200,7 @@ def pool_figures(root: Path, ws: Path, env: dict[str, str], query: str) -> dict[
 
     subprocess.run([exe, "link", str(pool)], cwd=ws, env=env, check=True, capture_output=True)
     run("first_sync", ["sync"], ws, env)
-    other, other_home = root / "ws2", root / "dsh_home2"
-    other.mkdir()
-    other_home.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=other, check=True)
-    subprocess.run(["git", "remote", "add", "origin", "https://github.com/example/haystack.git"],
-                   cwd=other, check=True)
+    other, other_home = workspace(root / "ws2", root / "dsh_home2")
     env2 = {**env, "DSH_HOME": str(other_home), "DSH_CHAPTERS_HARNESS_ID": "bench-two"}
     subprocess.run([exe, "link", str(pool)], cwd=other, env=env2, check=True,
                    capture_output=True)
@@ -210,12 +216,7 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
              queries: list[dict[str, Any]], ev: Any, keep: Path | None) -> dict[str, Any]:
     exe = _chapters_exe()
     root = Path(tempfile.mkdtemp(prefix=f"haystack-{label}-", dir=keep))
-    ws, home = root / "ws", root / "dsh_home"
-    ws.mkdir()
-    home.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
-    subprocess.run(["git", "remote", "add", "origin", "https://github.com/example/haystack.git"],
-                   cwd=ws, check=True)
+    ws, home = workspace(root / "ws", root / "dsh_home")
     env = {**os.environ, "DSH_HOME": str(home), "DSH_CHAPTERS_HARNESS_ID": "bench"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # processes load bytecode, as installed
     dirs = stage(files, root / "sources")
