@@ -220,6 +220,30 @@ def outcome(svc: SearchService, request: SearchRequest) -> object:
         return ("refused", refusal.needed, refusal.total)
 
 
+def test_anchors_stay_on_their_lines_when_new_aliases_rederive_the_rows() -> None:
+    """A topic merge re-derives every row of the index from the row itself (no body read):
+    where each body starts in its file must survive it, or every anchor is off by the lines
+    of its frontmatter."""
+    tree = MemoryDerivedTree()
+    body = "## Turn 1\n\n**User:**\n\nwhy does the deploy fail\n\n**Assistant:**\n\n" \
+           "the token expired\n"
+    for n in range(1, 4):
+        tree.write(chapter_path("s", n, "x"), document_text(
+            title=f"step {n}", topics=["auth"], project_key=PK, body=body))
+    cached = service(store_door(tree, MemorySearchIndex()))
+    plain = service(store_door(tree))
+    request = SearchRequest(query="token expired", project_key=PK)
+    first = cached.search(request).to_json()
+    assert first == plain.search(request).to_json()
+    line = first["matches"][0]["anchor"]["line"]
+    assert line > 9  # a file line, past the frontmatter
+    alias = make_fact(FactType.TOPIC_ALIAS, **{"from": "auth", "to": "authentication"})
+    tree.write("edits/h2/curation.jsonl", (alias.to_line() + "\n").encode())
+    after = cached.search(request).to_json()
+    assert after == plain.search(request).to_json()
+    assert after["matches"][0]["anchor"]["line"] == line
+
+
 def test_bring_current_reads_nothing_when_nothing_changed() -> None:
     tree = store_tree()
     svc = service(store_door(tree))
