@@ -8,6 +8,7 @@ import pytest
 from dsh_chapters_core.config import DEFAULTS, Config
 from dsh_chapters_core.curation import FactType, make_fact, parse_facts
 from dsh_chapters_core.errors import UsageError
+from dsh_chapters_core.pool_layout import to_pool
 from dsh_chapters_core.search import AnswerStatus, SearchRefusal
 from dsh_chapters_core.search.index import DoorLayout
 from dsh_chapters_core.search.service import (
@@ -280,3 +281,59 @@ def test_the_cache_is_written_in_batches_and_follows_new_aliases() -> None:
     assert cache.applies - before >= 4  # 7 rows re-derived, two a transaction
     cached.refresh(cached.store, rebuild=True)
     assert cached.search(request).to_json() == plain.search(request).to_json()
+
+
+# -- the mirror's first index, seeded from the store's (§12) ---------------------------------
+
+
+class _Seeding(MemorySearchIndex):
+    """The reference index, counting the rows a seed took."""
+
+    seeded = 0
+
+    def seed_from(self, other: object, paths: dict[str, str]) -> int:  # type: ignore[override]
+        self.seeded = super().seed_from(other, paths)
+        return self.seeded
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+                          st.lists(st.sampled_from(WORDS), max_size=6),
+                          st.sampled_from(["same", "changed", "pool only"])),
+                min_size=1, max_size=12),
+       st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3), min_size=1, max_size=4))
+def test_a_mirror_index_seeded_from_the_store_answers_as_one_built_from_its_files(
+    rows: list, queries: list,
+) -> None:
+    """A first sync publishes this machine's chapters, and a new machine's copies the pool's in:
+    either way the pool and the store hold the same bytes, and the mirror door's first index
+    takes the store's rows for them instead of cutting every body again. What it answers must
+    equal a mirror index built from the pool's files: a chapter whose bytes differ in the pool
+    and the pool's other chapters are read as always."""
+    store, pool = MemoryDerivedTree(), MemoryDerivedTree()
+    for n, (title, words, fate) in enumerate(rows, 1):
+        data = document_text(title=" ".join(title), topics=title[:1], project_key=PK,
+                             body="## Turn 1\n\n**User:**\n\n" + " ".join(words) + "\n")
+        ours, theirs = chapter_path("s1", n, "c"), f"chapters/{PK}/s1/{n:03d}-c.md"
+        if fate != "pool only":  # every chapter of ours is in the pool: nothing unpublished
+            store.write(ours, data)
+        if fate in ("same", "pool only"):
+            pool.write(theirs, data)
+        elif fate == "changed":
+            pool.write(theirs, data.replace(b"User", b"Someone"))
+
+    def twin(path: str) -> str | None:
+        entry = to_pool(path, PK)
+        return entry.pool_path if entry is not None else None
+
+    seeded = _Seeding()
+    linked = SearchService(
+        doors=(mirror_door(pool, MemoryDerivedTree(), seeded),
+               store_door(store, MemorySearchIndex())),
+        config=DEFAULTS, harness_id="h1", clock_now=lambda: "2026-11-30T08:50:00Z",
+        published_as=twin)
+    fresh = service(mirror_door(pool, MemoryDerivedTree(), MemorySearchIndex()))
+    for words in queries:
+        request = SearchRequest(query=" ".join(words), project_key=PK, max_tokens=100_000)
+        assert outcome(linked, request) == outcome(fresh, request)
+    assert seeded.seeded == sum(1 for *_, fate in rows if fate == "same")

@@ -681,3 +681,58 @@ def test_a_search_over_lists_answers_as_one_without_an_index(tmp_path: Path,
         assert read_lists.called  # the answers above took lists
         assert read_as_asked.called == (lazy_bytes == 0)
     assert lists and segments > 1  # lists were written, and merged
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.sampled_from([1024, 1 << 20]))
+def test_an_index_seeded_from_another_equals_one_built_from_its_files(
+        rnd: random.Random, segment: int) -> None:
+    """The mirror door's first index takes the store's rows for the chapters the pool holds
+    byte for byte (search.md "Two doors"): copied whole, renamed, the rest dropped. Then the
+    pool's other files are read as always; what it holds equals an index built from the pool's
+    files alone, postings, passages, fields and tallies."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store, pool = Path(tmp) / "store", Path(tmp) / "pool"
+        random_corpus(store, rnd, 14, mixed=True)
+        source = SqliteSearchIndex(Path(tmp) / "store.sqlite", segment_bytes=segment)
+        source.apply(upserts=indexed_entries(store), removed=(), state={"manifest": "1"})
+        chapters = sorted(p.relative_to(store).as_posix() for p in store.glob("*/chapters/*"))
+        gone = rnd.choice(chapters)  # a removed document leaves dead rows behind it
+        source.apply(upserts=(), removed=[gone], state={"manifest": "2"})
+        (store / gone).unlink()
+        chapters.remove(gone)
+        taken: dict[str, str] = {}
+        for path in chapters:
+            session, _, name = path.split("/")
+            twin = f"chapters/{PK}/{session}/{name}"
+            data = (store / path).read_bytes()
+            fate = rnd.choice(["same", "same", "changed", "absent"])
+            if fate == "same":
+                taken[path] = twin
+            elif fate == "changed":
+                data += b"\nretry the alembic head\n"
+            if fate != "absent":
+                write(pool, twin, data)
+        write(pool, f"chapters/{PK}/s99/001-c.md", document_text(
+            title="the pool's own", topics=["cache"], project_key=PK, body="pytest passed\n"))
+        seeded = SqliteSearchIndex(Path(tmp) / "seeded.sqlite", segment_bytes=segment)
+        assert seeded.seed_from(source, taken) == len(taken)
+        assert not seeded.state() and set(seeded.shas()) == set(taken.values())
+        have = dict(seeded.shas())
+        seeded.apply(upserts=[(e, sha) for e, sha in indexed_entries(pool)
+                              if have.get(e.path) != sha], removed=(), state={"manifest": "x"})
+        fresh = SqliteSearchIndex(Path(tmp) / "fresh.sqlite", segment_bytes=segment)
+        fresh.apply(upserts=indexed_entries(pool), removed=(), state={"manifest": "x"})
+        terms = sorted(terms_of(seeded) | terms_of(fresh))
+        assert held(seeded, terms) == held(fresh, terms)
+        sessions = {path.rsplit("/", 1)[0] for path in fresh.shas()}
+        assert sorted(e.path for e in seeded.fragments(sessions)) == sorted(
+            e.path for e in fresh.fragments(sessions))  # legacy fragments by their session
+        assert seeded.seed_from(source, taken) == 0  # only an empty index takes a seed
+        other = SqliteSearchIndex(Path(tmp) / "other.sqlite", passage_lines=12)
+        assert other.seed_from(source, taken) == 0  # passages cut at another size
+        assert other.seed_from(MemorySearchIndex(), taken) == 0
+        assert dict(source.shas()) == {p: sha for e, sha in indexed_entries(store)
+                                       for p in [e.path]}  # the source is as it was
+        for index in (source, seeded, fresh, other):
+            index.close()

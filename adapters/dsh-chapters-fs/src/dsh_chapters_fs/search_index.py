@@ -377,6 +377,36 @@ class SqliteSearchIndex:
         finally:
             db.execute(f"PRAGMA cache_size = -{_READ_CACHE_KIB}")
 
+    def seed_from(self, other: object, paths: Mapping[str, str]) -> int:
+        """`other`'s file copied whole (SQLite's backup), then its documents renamed to this
+        index's paths and the others dropped, as `_remove` drops one: the postings, passages
+        and fields stay as `other` computed them from the same bytes."""
+        if not isinstance(other, SqliteSearchIndex) or not paths:
+            return 0
+        if other.passage_lines != self.passage_lines or self.shas() or self.state():
+            return 0
+        self.release()
+        other.release()
+        other.db.backup(self.db)
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            taken = 0
+            for doc, path in db.execute("SELECT id, path FROM docs").fetchall():
+                twin = paths.get(path)
+                if twin is None:
+                    self._remove(db, path)
+                    continue
+                db.execute("UPDATE docs SET path = ?, session_dir = ? WHERE id = ?",
+                           (twin, twin.rsplit("/", 1)[0] if "/" in twin else "", doc))
+                taken += 1
+            db.execute("DELETE FROM meta")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return taken
+
     @staticmethod
     def _next_segment(db: sqlite3.Connection) -> int:
         row = db.execute("SELECT max(seg) FROM (SELECT seg FROM segments UNION ALL "

@@ -89,6 +89,14 @@ class SearchIndex(Protocol):
         paths, record the new state; `reset` empties first."""
         ...
 
+    def seed_from(self, other: SearchIndex, paths: Mapping[str, str]) -> int:
+        """An empty index takes `other`'s rows of these documents (`other`'s path: this
+        index's path) as they are, as if it had read the same bytes; the rest of `other` is
+        left out. Returns how many it took: 0 when it cannot (it is not empty, `other` is of
+        another kind or cuts passages at another size). Its state is left empty, so the caller
+        compares every row with its manifest next."""
+        ...
+
     def stats(self, terms: Sequence[str]) -> BodyStats:
         """The door's documents, passages and passage words, and each body term's document
         frequency."""

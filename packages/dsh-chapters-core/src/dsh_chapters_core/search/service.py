@@ -627,6 +627,10 @@ class SearchService:
         # they are not the manifest's to remove; `_overlay` keeps them.
         have = {} if reset else {p: sha for p, sha in cache.shas().items()
                                  if not p.startswith(OVERLAY)}
+        if not have and self._seed(door, manifest):
+            have = {p: sha for p, sha in cache.shas().items() if not p.startswith(OVERLAY)}
+            reset = False  # the rows taken stand in for a rebuild's first pass
+            realias = True  # taken with the store's curation: every row's terms re-derived
         wanted: set[str] = set()
         # Where the manifest lines start, not (path, sha) pairs: a rebuild of a big corpus
         # would hold one of those for every document. The lines are in path order already.
@@ -666,6 +670,26 @@ class SearchService:
             cache.apply(upserts=upserts, removed=removed if start == 0 else (),
                         reset=reset and start == 0, state=new_state if last else {})
 
+    def _seed(self, door: SearchDoor, manifest: IndexManifest) -> int:
+        """§12 "Two doors": the mirror door's first index starts from the store door's, for
+        every chapter the pool holds byte for byte as this machine does (a first sync publishes
+        them all, a new machine's copies them all in), so each body is cut into passages and
+        counted once, not once per door. Rows whose bytes differ, and the pool's other files,
+        are read as always. Returns how many rows were taken."""
+        store = self.door(DoorName.STORE)
+        if (door.name is not DoorName.MIRROR or door.cache is None or store is None
+                or store.cache is None or self.published_as is None):
+            return 0
+        self.ensure_cache(store)
+        wanted = {record.path: record.sha256 for _, record in manifest.located_records()
+                  if not record.skipped}
+        paths: dict[str, str] = {}
+        for path, sha in store.cache.chapter_shas().items():
+            twin = self.published_as(path)
+            if twin is not None and wanted.get(twin) == sha:
+                paths[path] = twin
+        return door.cache.seed_from(store.cache, paths) if paths else 0
+
     # -- refresh (the index) ---------------------------------------------------------------
 
     def refresh(
@@ -680,6 +704,12 @@ class SearchService:
         A walk of the whole door (no `changed`) leaves the index current as of the generation
         read before it began; a writer that started since has bumped it past that."""
         generation = self._generation() if changed is None else ""
+        if door.name is DoorName.MIRROR and door.cache is not None and not door.cache.state():
+            # The mirror's first index starts from the store's (`_seed`): the store's is made
+            # current first, before this door's documents are read and held.
+            store = self.door(DoorName.STORE)
+            if store is not None:
+                self.ensure_cache(store)
         tokens = {} if rebuild else self._load_tokens(door)  # a rebuild reads none of them
         told = self.progress
         # No index at all yet (files that came from elsewhere): a first build, said so.

@@ -155,6 +155,21 @@ class MemorySearchIndex:
         if state:
             self._state = dict(state)
 
+    def seed_from(self, other: object, paths: Mapping[str, str]) -> int:
+        if (self.docs or not isinstance(other, MemorySearchIndex)
+                or other.passage_lines != self.passage_lines):
+            return 0
+        for doc in sorted(other.docs):
+            entry, sha, passages = other.docs[doc]
+            twin = paths.get(entry.path)
+            if twin is None:
+                continue
+            self.docs[self._next] = (dataclasses.replace(entry, path=twin), sha, passages)
+            self.by_path[twin] = self._next
+            self._next += 1
+        self._state = {}
+        return len(self.docs)
+
     def stats(self, terms: Sequence[str]) -> BodyStats:
         return body_stats((ps for _, _, ps in self.docs.values()), terms,
                           documents=len(self.docs))
