@@ -214,6 +214,11 @@ def _chunks(items: Sequence[object], size: int = 500) -> Iterator[Sequence[objec
         yield items[start:start + size]
 
 
+# The tables a seed copies whole (`SqliteSearchIndex.seed_from`): all but the state (`meta`,
+# left empty for the caller to compare) and `settings` (the same passage size, checked first).
+_SEEDED_TABLES = ("docs", "fields", "segments", "postings", "dead", "tallies")
+
+
 class SqliteSearchIndex:
     """A SearchIndex in one SQLite file. Opened lazily; `close()` releases it."""
 
@@ -378,33 +383,48 @@ class SqliteSearchIndex:
             db.execute(f"PRAGMA cache_size = -{_READ_CACHE_KIB}")
 
     def seed_from(self, other: object, paths: Mapping[str, str]) -> int:
-        """`other`'s file copied whole (SQLite's backup), then its documents renamed to this
-        index's paths and the others dropped, as `_remove` drops one: the postings, passages
-        and fields stay as `other` computed them from the same bytes."""
-        if not isinstance(other, SqliteSearchIndex) or not paths:
-            return 0
-        if other.passage_lines != self.passage_lines or self.shas() or self.state():
+        """`other`'s rows copied in, its documents renamed to this index's paths and the
+        others dropped as `_remove` drops one, all in one transaction: a reader sees this
+        index empty, then seeded. Postings, passages and fields stay as `other` computed them
+        from the same bytes; its id counter comes too, so an id it retired is never reused."""
+        if (not isinstance(other, SqliteSearchIndex) or not paths
+                or other.passage_lines != self.passage_lines):
             return 0
         self.release()
         other.release()
-        other.db.backup(self.db)
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
+        db.execute("ATTACH DATABASE ? AS seed", (str(other.path),))
         try:
-            taken = 0
-            for doc, path in db.execute("SELECT id, path FROM docs").fetchall():
-                twin = paths.get(path)
-                if twin is None:
-                    self._remove(db, path)
-                    continue
-                db.execute("UPDATE docs SET path = ?, session_dir = ? WHERE id = ?",
-                           (twin, twin.rsplit("/", 1)[0] if "/" in twin else "", doc))
-                taken += 1
-            db.execute("DELETE FROM meta")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                taken = self._seed(db, paths)
+                db.execute("COMMIT" if taken else "ROLLBACK")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        finally:
+            db.execute("DETACH DATABASE seed")
+        return taken
+
+    def _seed(self, db: sqlite3.Connection, paths: Mapping[str, str]) -> int:
+        if (db.execute("SELECT 1 FROM main.docs LIMIT 1").fetchone()
+                or db.execute("SELECT 1 FROM main.meta LIMIT 1").fetchone()):
+            return 0  # not empty: only a first index takes a seed
+        for table in _SEEDED_TABLES:  # what an emptied index may still hold (dead segments)
+            db.execute(f"DELETE FROM main.{table}")
+            db.execute(f"INSERT INTO main.{table} SELECT * FROM seed.{table}")
+        db.execute("DELETE FROM main.sqlite_sequence WHERE name = 'docs'")
+        db.execute("INSERT INTO main.sqlite_sequence(name, seq) "
+                   "SELECT name, seq FROM seed.sqlite_sequence WHERE name = 'docs'")
+        taken = 0
+        for doc, path in db.execute("SELECT id, path FROM main.docs").fetchall():
+            twin = paths.get(path)
+            if twin is None:
+                self._remove(db, path)
+                continue
+            db.execute("UPDATE main.docs SET path = ?, session_dir = ? WHERE id = ?",
+                       (twin, twin.rsplit("/", 1)[0] if "/" in twin else "", doc))
+            taken += 1
         return taken
 
     @staticmethod
