@@ -96,7 +96,9 @@ def make_entry(
     body: str = "",
     body_line: int = 0,
 ) -> SearchEntry:
-    """Build an entry and its canonical terms. `pins` are extra topics from `topic-pin` facts."""
+    """Build an entry and its canonical terms. `pins` are extra topics from `topic-pin` facts.
+    `body_line` is kept as given: an entry rebuilt from an index row has no body and still
+    knows where its body starts in the file."""
     raw = tuple(topics)
     labels = sorted({c for c in (aliases.canonical(t) for t in (*raw, *pins)) if c})
     topic_terms: set[str] = set()
@@ -120,7 +122,7 @@ def make_entry(
         category_terms=frozenset(aliases.label_terms(category)) if category else frozenset(),
         raw_topics=raw,
         body=body,
-        body_line=body_line if body else 0,
+        body_line=body_line,
     )
 
 
@@ -134,6 +136,7 @@ def scored_text(doc: Document) -> str:
 def entry_from_document(
     doc: Document, *, aliases: AliasMap = EMPTY_ALIASES, pins: Iterable[str] = ()
 ) -> SearchEntry:
+    body = doc.body if doc.kind is not DocumentKind.RULE else ""
     return make_entry(
         path=doc.path,
         kind=doc.kind,
@@ -146,6 +149,6 @@ def entry_from_document(
         session_id=doc.session_id,
         aliases=aliases,
         pins=pins,
-        body=doc.body if doc.kind is not DocumentKind.RULE else "",
-        body_line=doc.body_line,
+        body=body,
+        body_line=doc.body_line if body else 0,  # a line of no body (a rule's) is 0
     )

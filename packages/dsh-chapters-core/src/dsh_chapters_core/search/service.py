@@ -1023,17 +1023,13 @@ def status_line(tree: FileTree, *, build_index: str) -> str:
 
 
 def rebuild_entry(entry: SearchEntry, curation: Curation) -> SearchEntry:
-    """The same document under new aliases and pins, from the entry's own raw fields. An
-    entry read back from the index has no body, and keeps where its body starts in the file:
-    `make_entry` counts that line only with a body, and zeroed, every anchor of the door was
-    off by its frontmatter's lines after a topic merge."""
-    rebuilt = make_entry(path=entry.path, kind=entry.kind, title=entry.title,
-                         summary=entry.summary, topics=entry.raw_topics, date=entry.date,
-                         category=entry.category, project_key=entry.project_key,
-                         session_id=entry.session_id, aliases=curation.aliases,
-                         pins=curation.pins_of(entry.path), body=entry.body,
-                         body_line=entry.body_line)
-    return dataclasses.replace(rebuilt, body_line=entry.body_line)
+    """The same document under new aliases and pins, from the entry's own raw fields (an
+    entry read back from the index has no body, and keeps where its body starts in the file)."""
+    return make_entry(path=entry.path, kind=entry.kind, title=entry.title, summary=entry.summary,
+                      topics=entry.raw_topics, date=entry.date, category=entry.category,
+                      project_key=entry.project_key, session_id=entry.session_id,
+                      aliases=curation.aliases, pins=curation.pins_of(entry.path),
+                      body=entry.body, body_line=entry.body_line)
 
 
 def load_document(door: SearchDoor, path: str) -> tuple[Document, str] | None:
