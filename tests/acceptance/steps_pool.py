@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from dsh_chapters.plugins import load_provider_factories
 from dsh_chapters.services import pool as knowledge_pool
-from dsh_chapters_core.sync import SyncReport
+from dsh_chapters_core.sync.state import SyncReport
 from pytest_bdd import given, parsers, then, when
 
 from tests.acceptance.steps_common import (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 from dsh_chapters.plugins import load_provider_factories
 from dsh_chapters.services import pool as knowledge_pool
-from dsh_chapters_core.sync import SyncReport
+from dsh_chapters_core.sync.state import SyncReport
 from dsh_chapters_treedx.testing import FakeTreeDX
 from pytest_bdd import given, parsers, then, when
 

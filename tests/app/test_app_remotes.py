@@ -16,7 +16,7 @@ from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.ports.transport import ProviderFactory
 from dsh_chapters_core.projectkey import derive_project_key
 from dsh_chapters_core.remote import parse_remote
-from dsh_chapters_core.sync import select_provider
+from dsh_chapters_core.sync.run import select_provider
 
 CORE = Path(dsh_chapters_core.__file__).parent
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from dsh_chapters_core.errors import NextStep, UsageError
 from dsh_chapters_core.remote import Remote, is_loopback_host, parse_remote
-from dsh_chapters_core.sync import select_provider
+from dsh_chapters_core.sync.run import select_provider
 from dsh_chapters_core.testing.fakes_transport import FakeProviderFactory
 
 

@@ -18,18 +18,20 @@ from dsh_chapters_core.pool_layout import (
     to_store,
 )
 from dsh_chapters_core.projectkey import ProjectIdentity
-from dsh_chapters_core.sync import (
-    STATE_PATH,
+from dsh_chapters_core.sync.copy import pool_chapters
+from dsh_chapters_core.sync.run import (
     PushDecision,
-    SyncReport,
-    SyncState,
     decide_push,
-    iter_pool_lines,
-    pool_chapters,
     push_after_archive,
-    read_sync_state,
     select_provider,
     sync,
+)
+from dsh_chapters_core.sync.state import (
+    STATE_PATH,
+    SyncReport,
+    SyncState,
+    iter_pool_lines,
+    read_sync_state,
     write_sync_state,
 )
 from dsh_chapters_core.testing.fakes_transport import (

@@ -8,7 +8,8 @@ import dataclasses
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.ports.transport import MirrorState, PullResult
 from dsh_chapters_core.projectkey import ProjectIdentity
-from dsh_chapters_core.sync import SyncReport, read_sync_state, sync
+from dsh_chapters_core.sync.run import sync
+from dsh_chapters_core.sync.state import SyncReport, read_sync_state
 from dsh_chapters_core.testing.fakes_transport import (
     FakeClock,
     FakeLock,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from dsh_chapters_core.sync import CopyLimits, QuarantineCode, copy_in
+from dsh_chapters_core.sync.copy import CopyLimits, QuarantineCode, copy_in
 from dsh_chapters_core.testing.fakes_transport import MemoryTree
 
 PK = "1c3f0000-0000-5000-8000-000000000001"

@@ -39,7 +39,7 @@ from typing import Any, Generic, TypeVar
 
 from dsh_chapters_core.errors import ChaptersError, InputError
 from dsh_chapters_core.redact import redact
-from dsh_chapters_core.sync import read_sync_state
+from dsh_chapters_core.sync.state import read_sync_state
 
 from dsh_chapters.app import App
 from dsh_chapters.present import error_text

@@ -1,75 +1,7 @@
 """The sync use case (§5), split along its seams: `state` (what is persisted and printed),
 `copy` (what crosses between store and mirror, validated on the way in) and `run` (the loop
-under the writer lock). Callers import from here."""
+under the writer lock).
 
-from __future__ import annotations
-
-from dsh_chapters_core.sync.copy import (
-    CopyIn,
-    CopyLimits,
-    DocumentCheck,
-    Outgoing,
-    PoolChapter,
-    QuarantineCode,
-    Quarantined,
-    copy_in,
-    outgoing,
-    pending_paths,
-    pool_chapters,
-    store_ownership,
-)
-from dsh_chapters_core.sync.run import (
-    DERIVED_POOL_PREFIXES,
-    PushDecision,
-    decide_push,
-    push_after_archive,
-    select_provider,
-    sync,
-)
-from dsh_chapters_core.sync.state import (
-    QUARANTINE_PATH,
-    STATE_PATH,
-    STATUS_LABEL_WIDTH,
-    ProjectIdentityView,
-    SyncMode,
-    SyncReport,
-    SyncState,
-    iter_pool_lines,
-    read_quarantine,
-    read_sync_state,
-    write_quarantine,
-    write_sync_state,
-)
-
-__all__ = [
-    "DERIVED_POOL_PREFIXES",
-    "QUARANTINE_PATH",
-    "STATE_PATH",
-    "STATUS_LABEL_WIDTH",
-    "CopyIn",
-    "CopyLimits",
-    "DocumentCheck",
-    "Outgoing",
-    "PoolChapter",
-    "ProjectIdentityView",
-    "PushDecision",
-    "QuarantineCode",
-    "Quarantined",
-    "SyncMode",
-    "SyncReport",
-    "SyncState",
-    "copy_in",
-    "decide_push",
-    "iter_pool_lines",
-    "outgoing",
-    "pending_paths",
-    "pool_chapters",
-    "push_after_archive",
-    "read_quarantine",
-    "read_sync_state",
-    "select_provider",
-    "store_ownership",
-    "sync",
-    "write_quarantine",
-    "write_sync_state",
-]
+Callers import from the module that holds a name. This package loads none of them by itself:
+a search in a linked workspace reads the quarantine list (`state`) and must not pay for the
+sync loop, its transports and its remote parser at every question."""

@@ -12,7 +12,8 @@ from typing import Any
 
 from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.remote import is_loopback_host, parse_remote
-from dsh_chapters_core.sync import SyncMode, pool_chapters
+from dsh_chapters_core.sync.copy import pool_chapters
+from dsh_chapters_core.sync.state import SyncMode
 
 from dsh_chapters.app import MIRROR_DIRNAME, App
 from dsh_chapters.commands.invocation import Invocation

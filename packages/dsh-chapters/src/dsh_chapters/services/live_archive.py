@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dsh_chapters_core.archive import ArchiveReport
 from dsh_chapters_core.errors import ChaptersError
-from dsh_chapters_core.sync import PushDecision
+from dsh_chapters_core.sync.run import PushDecision
 
 from dsh_chapters.app import App, SessionFiles
 from dsh_chapters.services import pool as knowledge_pool

@@ -19,18 +19,15 @@ from dsh_chapters_core.ports.transport import KnowledgeProvider, ProviderContext
 from dsh_chapters_core.remote import LOCAL_SCHEME, is_loopback_host, parse_remote
 from dsh_chapters_core.search.index import MANIFEST_PATH
 from dsh_chapters_core.search.service import DoorName, derived_files
-from dsh_chapters_core.sync import (
+from dsh_chapters_core.sync.copy import pending_paths
+from dsh_chapters_core.sync.run import PushDecision, push_after_archive, select_provider, sync
+from dsh_chapters_core.sync.state import (
     STATE_PATH,
-    PushDecision,
     SyncMode,
     SyncReport,
     SyncState,
     iter_pool_lines,
-    pending_paths,
-    push_after_archive,
     read_sync_state,
-    select_provider,
-    sync,
 )
 
 from dsh_chapters.app import MIRROR_DIRNAME, App

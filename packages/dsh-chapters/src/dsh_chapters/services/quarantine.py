@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_chapters_core.sync import read_quarantine
+from dsh_chapters_core.sync.state import read_quarantine
 
 from dsh_chapters.app import App
 
