@@ -354,6 +354,35 @@ def test_skipping_lines_without_a_probe_loses_no_hit(lines: list, query: list) -
         assert line_hits(line, terms) == hits
 
 
+# Lines as tool output writes them: separators of every kind, doubled and hanging joints,
+# capitals, runs with no query term beside runs with one, and non-ASCII text.
+_LINE_PIECES = [*_CODE_WORDS, "--migrations", "a..b", "x/", ":queries:", "(HTTPServer)",
+                '"GitService.repoName",', "RUNNING", "Ünïcode", "straße", "queriesqueries", "ß",
+                "=", ",", "\t", "{", "src//app.py", "9.0.1.", "PRs:503"]
+
+
+def _line_hits_reference(line: str, terms: list) -> list:
+    return [(which, i, i + len(w)) for i, w in words(line)
+            for which, t in enumerate(terms) if t in word_terms(w)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_LINE_PIECES), max_size=12).map(
+           lambda ws: "".join(w + (" " if k % 3 else "") for k, w in enumerate(ws))),
+           min_size=1, max_size=8),
+       st.lists(st.sampled_from(_CODE_WORDS), min_size=1, max_size=4))
+def test_a_line_s_hits_and_its_anchor_are_every_word_s(lines: list, query: list) -> None:
+    terms = terms_of(" ".join(query))
+    for line in lines:
+        assert line_hits(line, terms) == _line_hits_reference(line, terms)
+    # The anchor is the first line holding the most distinct query terms, whichever lines the
+    # search skips because they cannot beat the best so far.
+    held = [len({which for which, _, _ in _line_hits_reference(line, terms)}) for line in lines]
+    match = BodyMatch(score=1.0, passage=0, first=0, lines=len(lines))
+    anchor = cut_anchor(lines, match, terms, body_line=7, snippet_chars=40)
+    assert anchor is not None and anchor.line == 7 + held.index(max(held))
+
+
 def test_a_stopword_in_a_title_is_no_match_when_the_question_has_other_words() -> None:
     notes = chapter("s1/chapters/001-x.md", title="The deploy notes", summary="", topics=(),
                     body=body_of("nothing to see"), date="2026-09-01T00:00:00Z")

@@ -335,6 +335,10 @@ class Anchor:
         return {"line": self.line, "text": self.text}
 
 
+# The characters an ASCII word is made of: letters, digits and its joints (`terms._WORD`).
+_RUN = r"A-Za-z0-9._\-/:"
+
+
 class _Matcher:
     """Which query terms a body word holds, memoized per distinct spelling for one query."""
 
@@ -345,6 +349,17 @@ class _Matcher:
         # that is a prefix of another never hides it: any hit is enough).
         probes = sorted(_probes(self.terms), key=lambda p: (-len(p), p))
         self.probe = re.compile("|".join(map(re.escape, probes))) if probes else None
+        self.term_probes = tuple(map(_probe, self.terms))
+        # An ASCII line's runs of word characters that hold a probe, each whole, found in C
+        # from the run's first character: only their words can hold a term (a term is in
+        # its word, case-folded), so a long line of tool output is not cut into every word.
+        self.runs = (re.compile(rf"(?<![{_RUN}])[{_RUN}]*?(?:{'|'.join(map(re.escape, probes))})"
+                                rf"[{_RUN}]*", re.ASCII | re.IGNORECASE) if probes else None)
+
+    def ceiling(self, folded: str) -> int:
+        """The most distinct query terms a case-folded line can hold: those whose probe it
+        holds. Substring tests in C, where counting the line's words runs the matcher on each."""
+        return sum(probe in folded for probe in self.term_probes)
 
     def __call__(self, word: str) -> tuple[int, ...]:
         found = self.memo.get(word)
@@ -359,7 +374,11 @@ def _probes(terms: Sequence[str]) -> tuple[str, ...]:
     """Substrings a case-folded line must hold to hold a term: a term is its word case-folded,
     or a part of it, stemmed; a stem is a prefix of what it came from except for `-ies` ->
     `-y`, so dropping a final `y` makes every term a substring."""
-    return tuple(sorted({t[:-1] if t.endswith("y") and len(t) > 1 else t for t in terms}))
+    return tuple(sorted(set(map(_probe, terms))))
+
+
+def _probe(term: str) -> str:
+    return term[:-1] if term.endswith("y") and len(term) > 1 else term
 
 
 @functools.lru_cache(maxsize=16)
@@ -370,8 +389,14 @@ def _matcher(terms: tuple[str, ...]) -> _Matcher:
 def line_hits(text: str, terms: Sequence[str]) -> list[tuple[int, int, int]]:
     """(query term index, start, end) of every hit on one line, in order."""
     match = _matcher(tuple(terms))
-    probe = match.probe
-    if probe is None or not probe.search(text.casefold()):  # no query term on this line
+    probe, runs = match.probe, match.runs
+    if probe is None or runs is None:
+        return []
+    if text.isascii():  # case-folding keeps every offset: only the runs holding a probe
+        return [(index, found.start(), found.end()) for run in runs.finditer(text)
+                for found in _WORD_RE.finditer(text, run.start(), run.end())
+                for index in match(found.group())]
+    if not probe.search(text.casefold()):  # no query term on this line
         return []
     return [(index, found.start(), found.end()) for found in _WORD_RE.finditer(text)
             for index in match(found.group())]
@@ -387,11 +412,16 @@ def cut_anchor(lines: Sequence[str], match: BodyMatch, terms: Sequence[str], *,
     span = lines[match.first:match.first + match.lines]
     if not span:
         return None
+    matcher = _matcher(tuple(terms))
     best, at = -1, 0
     for k, text in enumerate(span):
+        if matcher.ceiling(text.casefold()) <= best:
+            continue  # cannot hold more than the best line so far, which wins a tie
         held = len({i for i, _, _ in line_hits(text, terms)})
         if held > best:
             best, at = held, k
+            if best == len(matcher.terms):
+                break  # no later line can hold more
     text = span[at]
     return Anchor(body_line + match.first + at,
                   snippet(text, line_hits(text, terms), snippet_chars))
