@@ -469,9 +469,9 @@ def pool_status(app: App) -> PoolStatus:
     )
 
 
-def status_lines(app: App) -> list[str]:
-    """The pool lines of `chapters status` (the archive family's command prints them)."""
-    status = pool_status(app)
+def status_lines(app: App, status: PoolStatus) -> list[str]:
+    """The pool lines of `chapters status` (the archive family's command prints them), from
+    the caller's `pool_status`: counting what is pending reads the whole store."""
     if not status.remote:
         return [
             f"pool       none: this archive is on this machine only ({status.pending} file(s) "

@@ -60,7 +60,7 @@ def lock_section(app: App) -> StatusSection:
 def pool_section(app: App) -> StatusSection:
     try:
         status = pool.pool_status(app)
-        return StatusSection("pool", status.to_json(), pool.status_lines(app))
+        return StatusSection("pool", status.to_json(), pool.status_lines(app, status))
     except ChaptersError as exc:  # the pool never breaks the local status (§5.3)
         return StatusSection("pool", {"error": exc.message}, [f"pool: {exc.message}"])
 
