@@ -26,7 +26,8 @@ For each size, in a fresh workspace, measured side by side in one run:
   links, `--max-tokens 4000`), next to SQLite FTS5 `bm25()` over the same chapter files;
 - **the pool**: the store linked to a local-path pool and synced (every file published), then
   a second machine's first sync into an empty workspace and its first search (which must build
-  nothing): wall time and peak RSS of each.
+  nothing): wall time and peak RSS of each; then, in the linked workspace, every question again
+  as a process, answered from the pool's copy as a team's search is: p50, p95 and recall.
 """
 
 from __future__ import annotations
@@ -181,6 +182,36 @@ def workspace(ws: Path, home: Path) -> tuple[Path, Path]:
     return ws, home
 
 
+def linked_search(ws: Path, home: Path, env: dict[str, str], queries: list[dict[str, Any]],
+                  ev: Any) -> dict[str, Any]:
+    """The questions asked again once the store is linked and synced, as a team asks them:
+    each a `chapters search` process answered from the pool's copy (the mirror), with this
+    machine's unpublished chapters beside it. Its p50 / p95 and recall@1 / @3, and the doors
+    the answers named."""
+    exe = _chapters_exe()
+    process, doors = [], set()
+    h1 = h3 = 0
+    for q in queries:
+        seconds, _, out, _, _ = timed([exe, "search", q["query"], "--json"], ws, env)
+        process.append(seconds)
+        _, _, out, _, _ = timed([exe, "search", q["query"], "--json", "--max-tokens", "4000"],
+                                ws, env)
+        try:
+            answer = json.loads(out)
+        except ValueError:
+            answer = {}
+        doors.add(str(answer.get("door", "")))
+        rank = next((i for i, m in enumerate(answer.get("matches", [])[:3], 1)
+                     if ev.contains(q["answer"], ws / m["path"], ws, home)), 0)
+        h1 += rank == 1
+        h3 += rank in (1, 2, 3)
+    n = len(queries)
+    return {"process_ms_p50": round(percentile(process, 0.5) * 1000, 1),
+            "process_ms_p95": round(percentile(process, 0.95) * 1000, 1),
+            "recall_at_1": round(h1 / n, 3), "recall_at_3": round(h3 / n, 3),
+            "doors": sorted(doors)}
+
+
 def pool_figures(root: Path, ws: Path, env: dict[str, str], query: str) -> dict[str, Any]:
     """The store shared through a local-path pool, as a team's is: this machine's first sync
     (every file published), then a second machine's first sync into an empty workspace (every
@@ -268,6 +299,7 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
     index_mb = sum(p.stat().st_size for p in (ws / ".dsh-chapters" / "cache").glob(
         "search-*.sqlite*")) / 1e6
     shared = pool_figures(root, ws, env, queries[0]["query"])
+    shared["linked_search"] = linked_search(ws, home, env, queries, ev)
     n = len(queries)
     result = {
         "transcripts": len(files) + len(SESSIONS),

@@ -502,6 +502,16 @@ def haystack_section() -> list[str]:
         row("… and its first search", lambda r: step("second_machine_first_search")(r) + (
             " (built nothing)" if not r["pool"]["second_machine_first_search"].get("said")
             else f" ({r['pool']['second_machine_first_search']['said']})"), "")
+    if all(sizes[n].get("pool", {}).get("linked_search") for n in names):
+        def linked(r: dict[str, Any]) -> dict[str, Any]:
+            return dict(r["pool"]["linked_search"])
+
+        row("linked: search process p50 / p95", lambda r: (
+            f"{_ms(linked(r)['process_ms_p50'])} / {_ms(linked(r)['process_ms_p95'])}"),
+            f"≤ {t['process_p50_ms_max']:.0f} / {t['process_p95_ms_max']:.0f} ms")
+        row("linked: recall@1 / @3", lambda r: (
+            f"{linked(r)['recall_at_1']:.2f} / {linked(r)['recall_at_3']:.2f} "
+            f"(from the {' and '.join(linked(r)['doors'])})"), "")
     return out
 
 
