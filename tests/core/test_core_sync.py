@@ -27,10 +27,12 @@ from dsh_chapters_core.sync.run import (
     sync,
 )
 from dsh_chapters_core.sync.state import (
+    QUARANTINE_PATH,
     STATE_PATH,
     SyncReport,
     SyncState,
     iter_pool_lines,
+    quarantine_rows,
     read_sync_state,
     write_sync_state,
 )
@@ -709,3 +711,13 @@ def test_fake_factory_keeps_one_mirror_per_machine() -> None:
     )
     assert factory.create(ctx) is factory.create(ctx)
     assert hashlib.sha256(b"").hexdigest() == MemoryTree(files={"x": b""}).digest("x")
+
+
+def test_the_quarantine_list_is_absent_beside_other_state_and_unreadable_as_a_folder() -> None:
+    store = MemoryTree()
+    for n in range(50):  # a reservation per session, as `state/` holds them
+        store.write(f"state/reservations/s-{n}.json", b"{}")
+    store.write(f"{QUARANTINE_PATH}.bak", b"a user's copy")  # beside the list, not the list
+    assert quarantine_rows(store) == []  # nothing withheld
+    store.write(f"{QUARANTINE_PATH}/stray", b"x")  # a folder where the list should be
+    assert quarantine_rows(store) is None  # no one can tell: the whole mirror is withheld

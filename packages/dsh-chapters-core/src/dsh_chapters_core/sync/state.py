@@ -208,8 +208,10 @@ def quarantine_rows(store_tree: FileTree) -> list[dict[str, str]] | None:
     quarantined, and the read doors serve nothing of the mirror until a sync writes it again."""
     try:
         if not store_tree.exists(QUARANTINE_PATH):
-            if any(True for _ in store_tree.list(QUARANTINE_PATH)):
-                return None  # a directory where the list should be
+            # A directory where the list should be: files under it. (Listing the bare path
+            # would walk all of `state/`, a reservation per session, at every linked search.)
+            if any(True for _ in store_tree.list(QUARANTINE_PATH + "/")):
+                return None
             return []
         raw = store_tree.read(QUARANTINE_PATH)
         if len(raw) > QUARANTINE_MAX_BYTES:
