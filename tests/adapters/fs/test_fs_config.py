@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from dsh_chapters_core.config import DEFAULTS, SETTINGS, SETTINGS_BY_KEY
 from dsh_chapters_core.errors import ConfigError
-from dsh_chapters_fs.configfile import load_config, near_keys, read_config_file
+from dsh_chapters_fs.configfile import flat_strings, load_config, near_keys, read_config_file
 from dsh_chapters_fs.home import resolve_dsh_home
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def _write(path: Path, text: str) -> Path:
@@ -143,3 +145,48 @@ def test_state_an_earlier_release_kept_in_the_platform_data_dir_stays_found(
     assert resolve_dsh_home({"HOME": str(home)}) == earlier
     (home / ".dsh" / "dsh-chapters").mkdir(parents=True)  # once ~/.dsh has it, ~/.dsh wins
     assert resolve_dsh_home({"HOME": str(home)}) == home / ".dsh"
+
+
+# Pieces of config lines, fair and foul: what `chapters link` writes, what people type, and
+# what TOML refuses (a lone CR, a control character, a key twice, an unclosed string).
+_PIECES = ["knowledgeRemote", "harnessId", "a-b_1", "mergeThreshold", " ", "\t", "=", " = ",
+           '"', '"/srv/pool.git"', '"x y"', '"a\\nb"', '"ü\u2028é"', "0.3", "true", "#", "# c",
+           "[t]", ".", "\r", "\x0b", "\x7f", "'lit'", '""', '"""', "\ufeff",
+           'knowledgeRemote = "/srv/pool.git"', 'harnessId="laptop"', '\ta-b = "ü\t"  ',
+           'x = ""', 'del = "\x7f"', 'vt = "a\x0bb"', 'nul = "\x00"']
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=6).map("".join), max_size=5),
+       st.sampled_from(["\n", "\r\n"]))
+def test_a_file_of_flat_strings_reads_as_toml_reads_it(lines: list, newline: str) -> None:
+    import tomllib
+
+    text = newline.join(lines)
+    try:
+        expected: dict | None = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        expected = None
+    fast = flat_strings(text)
+    if fast is not None:  # what the fast reading gives, TOML gives: never a file TOML refuses
+        assert fast == expected
+
+
+def test_what_link_writes_is_read_without_the_parser() -> None:
+    import itertools
+    import tomllib
+
+    written = ['knowledgeRemote = "/srv/pool.git"', 'harnessId="laptop"', '\ta-b = "ü\t"  ',
+               'x = ""', "", "  "]
+    for n in range(1, 4):
+        for chosen in itertools.permutations(written, n):
+            for newline, end in itertools.product(("\n", "\r\n"), ("", "\n")):
+                text = newline.join(chosen) + end
+                assert flat_strings(text) == tomllib.loads(text), text
+    assert flat_strings('knowledgeRemote = "/srv/pool.git"\n') == {
+        "knowledgeRemote": "/srv/pool.git"}
+    assert flat_strings("\n  \nharnessId=\"laptop\"\r\nknowledgeRemote = \"treedx+https://t/r\"") \
+        == {"harnessId": "laptop", "knowledgeRemote": "treedx+https://t/r"}
+    for other in ("mergeThreshold = 0.3", 'a = "x" # why', 'a = "x"\na = "y"', 'a.b = "x"',
+                  'a = "tab\\t"', 'a = "x"\rb = "y"'):
+        assert flat_strings(other) is None  # tomllib reads these (or refuses them)

@@ -166,20 +166,49 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read (errno {exc.errno}: {exc.strerror})",
                           hint="fix the file's permissions, or move it aside") from None
-    import tomllib  # only a config file that exists pays for the parser
-
     if len(raw) > _CONFIG_MAX_BYTES:
         raise ConfigError(f"{path}: {len(raw)} bytes, over the {_CONFIG_MAX_BYTES} a config "
                           "file may hold", hint="a config file is a few flat keys; rewrite it")
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 (byte {exc.start})",
                           hint="save the file as UTF-8 TOML") from None
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}",
-                          hint="fix the syntax; keys look like `mergeThreshold = 0.3`") from None
+    data: dict[str, Any] | None = flat_strings(text)
+    if data is None:
+        import tomllib  # only a file our writes did not shape pays for the parser (~5 ms)
+
+        try:
+            data = tomllib.loads(text)
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}",
+                              hint="fix the syntax; keys look like `mergeThreshold = 0.3`"
+                              ) from None
     return validate_mapping(data, str(path))
+
+
+# One line as `chapters link` and the other config writes shape it: a bare key and a basic
+# string holding no escape and no control character (TOML's own rules for both).
+_FLAT_STRING = re.compile(r'[ \t]*([A-Za-z0-9_-]+)[ \t]*=[ \t]*'
+                          r'"([^"\\\x00-\x08\x0a-\x1f\x7f]*)"[ \t]*')
+
+
+def flat_strings(text: str) -> dict[str, str] | None:
+    """What TOML reads from a file whose every line is blank or `key = "text"`, without
+    importing the parser: a linked workspace's file is that, and every command reads it.
+    None for anything else (a number, a comment, an escape, a key twice), which tomllib reads."""
+    found: dict[str, str] = {}
+    lines = text.split("\n")
+    for at, line in enumerate(lines):
+        if at < len(lines) - 1:  # TOML's newlines: LF, or CR LF; a CR alone is no newline
+            line = line.removesuffix("\r")
+        if not line.strip(" \t"):
+            continue
+        match = _FLAT_STRING.fullmatch(line)
+        if match is None or match.group(1) in found:
+            return None
+        found[match.group(1)] = match.group(2)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
