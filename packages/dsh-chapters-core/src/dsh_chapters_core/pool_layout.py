@@ -21,7 +21,7 @@ import enum
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dsh_chapters_core.errors import InputError
 
@@ -294,6 +294,12 @@ class Ownership:
 
     harness_id: str
     session_owners: tuple[tuple[str, str], ...] = ()
+    # The same, looked up: every file of a sync or a status asks, so a dict built per question
+    # made a store of many sessions quadratic (8,052 files x 1,264 sessions in the haystack).
+    _by_session: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_session", dict(self.session_owners))
 
     def owner_of(self, entry: PoolEntry) -> str:
         """The harness id that writes this file ("" = unknown, so not ours; artifacts: anyone)."""
@@ -301,7 +307,7 @@ class Ownership:
             return entry.harness_id
         if entry.kind is PoolFileKind.ARTIFACT:
             return self.harness_id
-        return dict(self.session_owners).get(entry.session_id, self.harness_id)
+        return self._by_session.get(entry.session_id, self.harness_id)
 
     def is_ours(self, entry: PoolEntry) -> bool:
         """Ours to publish. Artifacts are content-addressed: every holder may publish them."""

@@ -358,8 +358,10 @@ class _CopyIn:
             data = self.judge(entry)
             if data is None:
                 continue
+            named = self.owners.get(entry.session_id)
             self.name_writer(entry)
-            ownership = Ownership(self.harness_id, tuple(sorted(self.owners.items())))
+            if self.owners.get(entry.session_id) != named:  # its writer is named now: rebuilt
+                ownership = Ownership(self.harness_id, tuple(sorted(self.owners.items())))
             self.store.write(entry.store_path, data)
             if exists:
                 changed += 1
