@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -182,18 +182,29 @@ def workspace(ws: Path, home: Path) -> tuple[Path, Path]:
     return ws, home
 
 
-def linked_search(ws: Path, home: Path, env: dict[str, str], queries: list[dict[str, Any]],
-                  ev: Any) -> dict[str, Any]:
-    """The questions asked again once the store is linked and synced, as a team asks them:
-    each a `chapters search` process answered from the pool's copy (the mirror), with this
-    machine's unpublished chapters beside it. Its p50 / p95 and recall@1 / @3, and the doors
-    the answers named."""
+class Asked(NamedTuple):
+    """The questions asked as processes: each one's wall time and peak RSS, the share answered
+    in the top 1 / top 3, and the doors the answers named."""
+
+    seconds: list[float]
+    peaks: list[float]
+    recall_at_1: float
+    recall_at_3: float
+    doors: list[str]
+
+
+def ask(ws: Path, home: Path, env: dict[str, str], queries: list[dict[str, Any]],
+        ev: Any) -> Asked:
+    """Every question as a `chapters search` process at the default budget, timed (as an agent
+    asks), then again with `--max-tokens 4000` for recall: the answer in a top-1 / top-3
+    chapter or an artifact it links, by the evaluation's own test."""
     exe = _chapters_exe()
-    process, doors = [], set()
+    seconds, peaks, doors = [], [], set()
     h1 = h3 = 0
     for q in queries:
-        seconds, _, out, _, _ = timed([exe, "search", q["query"], "--json"], ws, env)
-        process.append(seconds)
+        took, peak, _, _, _ = timed([exe, "search", q["query"], "--json"], ws, env)
+        seconds.append(took)
+        peaks.append(peak)
         _, _, out, _, _ = timed([exe, "search", q["query"], "--json", "--max-tokens", "4000"],
                                 ws, env)
         try:
@@ -206,10 +217,19 @@ def linked_search(ws: Path, home: Path, env: dict[str, str], queries: list[dict[
         h1 += rank == 1
         h3 += rank in (1, 2, 3)
     n = len(queries)
-    return {"process_ms_p50": round(percentile(process, 0.5) * 1000, 1),
-            "process_ms_p95": round(percentile(process, 0.95) * 1000, 1),
-            "recall_at_1": round(h1 / n, 3), "recall_at_3": round(h3 / n, 3),
-            "doors": sorted(doors)}
+    return Asked(seconds, peaks, round(h1 / n, 3), round(h3 / n, 3), sorted(doors))
+
+
+def linked_search(ws: Path, home: Path, env: dict[str, str], queries: list[dict[str, Any]],
+                  ev: Any) -> dict[str, Any]:
+    """The questions asked again once the store is linked and synced, as a team asks them:
+    each answered from the pool's copy (the mirror), with this machine's unpublished chapters
+    beside it. Its p50 / p95 and recall@1 / @3, and the doors the answers named."""
+    asked = ask(ws, home, env, queries, ev)
+    return {"process_ms_p50": round(percentile(asked.seconds, 0.5) * 1000, 1),
+            "process_ms_p95": round(percentile(asked.seconds, 0.95) * 1000, 1),
+            "recall_at_1": asked.recall_at_1, "recall_at_3": asked.recall_at_3,
+            "doors": asked.doors}
 
 
 def pool_figures(root: Path, ws: Path, env: dict[str, str], query: str) -> dict[str, Any]:
@@ -276,24 +296,8 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
     sizes = sorted(p.stat().st_size for p in chapters)
     first_s, first_rss, _, first_err, _ = timed(
         [exe, "search", queries[0]["query"], "--json"], ws, env)
-    process, peaks, answers = [], [first_rss], {}
-    for q in queries:
-        seconds, peak, out, _, code = timed([exe, "search", q["query"], "--json"], ws, env)
-        process.append(seconds)
-        peaks.append(peak)
-        _, _, out, _, _ = timed([exe, "search", q["query"], "--json", "--max-tokens", "4000"],
-                                ws, env)
-        try:
-            answers[q["query"] + "\x00" + q["session"]] = json.loads(out)
-        except ValueError:
-            answers[q["query"] + "\x00" + q["session"]] = {"matches": []}
-    h1 = h3 = 0
-    for q in queries:
-        matches = answers[q["query"] + "\x00" + q["session"]].get("matches", [])
-        rank = next((i for i, m in enumerate(matches[:3], 1)
-                     if ev.contains(q["answer"], ws / m["path"], ws, home)), 0)
-        h1 += rank == 1
-        h3 += rank in (1, 2, 3)
+    asked = ask(ws, home, env, queries, ev)
+    process, peaks = asked.seconds, [first_rss, *asked.peaks]
     inside = in_process(ws, env, queries)
     fts = fts5_recall(ws, home, queries, ev)
     index_mb = sum(p.stat().st_size for p in (ws / ".dsh-chapters" / "cache").glob(
@@ -325,8 +329,8 @@ def run_size(label: str, files: list[tuple[str, Path, int]], data: Path,
         "search_rss_mb": round(max(peaks), 1),
         "in_process_ms_p50": round(percentile(inside, 0.5) * 1000, 1),
         "in_process_ms_p95": round(percentile(inside, 0.95) * 1000, 1),
-        "recall_at_1": round(h1 / n, 3),
-        "recall_at_3": round(h3 / n, 3),
+        "recall_at_1": asked.recall_at_1,
+        "recall_at_3": asked.recall_at_3,
         "fts5": fts,
         "questions": n,
         "pool": shared,

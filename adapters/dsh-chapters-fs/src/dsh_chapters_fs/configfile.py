@@ -187,8 +187,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return validate_mapping(data, str(path))
 
 
-# One line as `chapters link` and the other config writes shape it: a bare key and a basic
-# string holding no escape and no control character (TOML's own rules for both).
+# One line as `workspace.set_project_setting` writes it for `chapters link`: a bare key and a
+# basic string holding no escape and no control character (TOML's own rules for both).
 _FLAT_STRING = re.compile(r'[ \t]*([A-Za-z0-9_-]+)[ \t]*=[ \t]*'
                           r'"([^"\\\x00-\x08\x0a-\x1f\x7f]*)"[ \t]*')
 

@@ -413,18 +413,17 @@ def cut_anchor(lines: Sequence[str], match: BodyMatch, terms: Sequence[str], *,
     if not span:
         return None
     matcher = _matcher(tuple(terms))
-    best, at = -1, 0
+    best, at, best_hits = -1, 0, []
     for k, text in enumerate(span):
         if matcher.ceiling(text.casefold()) <= best:
             continue  # cannot hold more than the best line so far, which wins a tie
-        held = len({i for i, _, _ in line_hits(text, terms)})
+        hits = line_hits(text, terms)
+        held = len({i for i, _, _ in hits})
         if held > best:
-            best, at = held, k
+            best, at, best_hits = held, k, hits
             if best == len(matcher.terms):
                 break  # no later line can hold more
-    text = span[at]
-    return Anchor(body_line + match.first + at,
-                  snippet(text, line_hits(text, terms), snippet_chars))
+    return Anchor(body_line + match.first + at, snippet(span[at], best_hits, snippet_chars))
 
 
 def snippet(text: str, hits: Sequence[tuple[int, int, int]], limit: int) -> str:

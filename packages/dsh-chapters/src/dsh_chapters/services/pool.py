@@ -119,10 +119,6 @@ def check_token_text(token: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The project config file (`.dsh-chapters/config.toml`): one flat string key at a time.
-
-
-# ---------------------------------------------------------------------------------------------
 # Providers and sync
 
 
