@@ -251,6 +251,9 @@ def pool_figures(root: Path, ws: Path, env: dict[str, str], query: str) -> dict[
 
     subprocess.run([exe, "link", str(pool)], cwd=ws, env=env, check=True, capture_output=True)
     run("first_sync", ["sync"], ws, env)
+    # `chapters status` reads each chapter of ours once, then only what changed (filefacts)
+    run("status_first", ["status"], ws, env)
+    run("status_again", ["status"], ws, env)
     other, other_home = workspace(root / "ws2", root / "dsh_home2")
     env2 = {**env, "DSH_HOME": str(other_home), "DSH_CHAPTERS_HARNESS_ID": "bench-two"}
     subprocess.run([exe, "link", str(pool)], cwd=other, env=env2, check=True,

@@ -498,6 +498,9 @@ def haystack_section() -> list[str]:
             return cell
 
         row("first sync to a local-path pool (time, peak RSS)", step("first_sync"), "")
+        if all("status_again" in sizes[n]["pool"] for n in names):
+            row("`chapters status` after it: first, then again", lambda r: (
+                f"{step('status_first')(r)}; {step('status_again')(r)}"), "")
         row("a second machine's first sync", step("second_machine_sync"), "")
         row("… and its first search", lambda r: step("second_machine_first_search")(r) + (
             " (built nothing)" if not r["pool"]["second_machine_first_search"].get("said")

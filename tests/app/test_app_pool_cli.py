@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import stat
 import subprocess
+import time
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -157,6 +159,50 @@ def test_relinking_drops_the_old_mirror_and_state(a: Machine, tmp_path: Path, po
     shown = a.ok("link", "--json").json()
     assert shown["lastSync"] is None and shown["pending"] == 3
     assert a.ok("sync", "--json").json()["publishedNew"] == 3
+
+
+def test_status_reads_again_only_the_chapter_that_changed(
+        a: Machine, pool: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`chapters status` keeps what each chapter's bytes said by the file's stat (the store's
+    `cache/`): run again, it reads no chapter and says the same. A chapter changed in place,
+    its size and modification time as they were, is read again, counted as modified since
+    archived and pending for the pool."""
+    from dsh_chapters_fs import filefacts, store, tree
+
+    monkeypatch.setattr(filefacts, "RACY_SECONDS", 0)  # the test waits a tick instead
+    a.ok("link", str(pool))
+    a.archive("s-1")
+    a.archive("s-2")
+    a.ok("sync")
+    time.sleep(0.03)
+
+    def said() -> tuple[int, int, int, int]:
+        data = a.ok("status", "--json").json()
+        return (data["store"]["chapters"], data["store"]["modifiedSinceArchived"],
+                data["pool"]["pending"], data["quarantine"]["count"])
+
+    first = said()
+    filefacts.save_all()  # as the process does when it ends
+    assert (a.store / "cache" / "facts-store.json").is_file()
+    assert (a.store / "cache" / "facts-mirror.json").is_file()
+    reads: list[str] = []
+    real_read, real_digest = store.read_contained, tree.digest_contained
+    monkeypatch.setattr(store, "read_contained", lambda root, rel, limit=None: (
+        reads.append(rel), real_read(root, rel, limit))[1])
+    monkeypatch.setattr(tree, "digest_contained", lambda root, rel: (
+        reads.append(rel), real_digest(root, rel))[1])
+    assert said() == first and first[0] >= 2 and first[1:] == (0, 0, 0)
+    assert not [r for r in reads if "/chapters/" in r]
+
+    chapter = sorted(a.store.glob("*/chapters/*.md"))[-1]
+    st = chapter.stat()
+    time.sleep(0.03)
+    data = chapter.read_bytes()
+    chapter.write_bytes(data[:-2] + (b"x" if data[-2:-1] != b"x" else b"y") + data[-1:])
+    os.utime(chapter, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert said() == (first[0], 1, 1, 0)
+    relpath = chapter.relative_to(a.store).as_posix()
+    assert sorted({r for r in reads if "/chapters/" in r}) == [relpath]
 
 
 def test_set_project_setting_replaces_in_place(tmp_path: Path) -> None:

@@ -100,6 +100,17 @@ def digest_contained(root: str, relpath: str) -> str:
     return sha.hexdigest()
 
 
+def contained_stat(root: str, relpath: str) -> os.stat_result | None:
+    """The `lstat` of a regular file reached without a symlink, or None: what a stat-keyed
+    cache (filefacts) may key a read of it by. Opening and reading still go through
+    `open_contained`."""
+    try:
+        st = os.lstat(_refuse_links_below(root, relpath))
+    except (OSError, UnsafePathError):
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
 def is_contained_file(root: str, relpath: str) -> bool:
     """A regular file, reached without a symlink: what `exists` means for a contained tree."""
     try:

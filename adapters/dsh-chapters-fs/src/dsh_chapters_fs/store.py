@@ -12,16 +12,18 @@ Every write is atomic (temp file, fsync, rename, fsync dir); the caller holds th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dsh_chapters_core.config import DEFAULTS
-from dsh_chapters_core.documents import Document
+from dsh_chapters_core.documents import ChapterTally, Document, DocumentKind
 from dsh_chapters_core.errors import BodyChangedError, ChaptersError, UnsafePathError
 from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.pool_layout import (
@@ -40,7 +42,8 @@ from dsh_chapters_fs.chapterfile import (
     parse_document,
     quarantined_document,
 )
-from dsh_chapters_fs.containment import read_contained, read_small_file
+from dsh_chapters_fs.containment import contained_stat, read_contained, read_small_file
+from dsh_chapters_fs.filefacts import FileFacts
 from dsh_chapters_fs.search_tree import FrontmatterReader
 from dsh_chapters_fs.tree import checked_relpath
 
@@ -72,9 +75,10 @@ def chapter_number(name: str) -> int | None:
 class FsChapterStore:
     """The append-only archive on disk. Methods that write assume the writer lock is held."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, facts: FileFacts | None = None) -> None:
         self.root = str(Path(root).absolute())
         self._base = Path(self.root)
+        self._facts = facts  # what each file's bytes said, kept by its stat (filefacts)
         self._records: dict[str, tuple[str, Path]] | None = None  # sessionId -> (root, file)
         self._head_bytes = DEFAULTS.frontmatter_max_bytes + 8  # the frontmatter, and its fence
 
@@ -352,7 +356,8 @@ class FsChapterStore:
 
     def quarantined(self) -> list[tuple[str, str]]:
         """(store path, reason) of every chapter or rule that cannot be read: what `chapters
-        status` and `chapters doctor` name. Only each file's head is read (the frontmatter)."""
+        status` and `chapters doctor` name. A file is judged by its frontmatter, and read only
+        when it changed since it was last judged (filefacts)."""
         found: list[tuple[str, str]] = []
         for root_id in self.sessions():
             chapters = self._base / root_id / "chapters"
@@ -375,24 +380,52 @@ class FsChapterStore:
                 where = chapters if os.access(self._base / root_id, os.X_OK) else chapters.parent
                 found.append((where.relative_to(self._base).as_posix(),
                               f"cannot be read ({exc.strerror})"))
-        reader = FrontmatterReader()  # the core's `key: <JSON>` lines in microseconds
         for relpath in [*self.chapter_paths(), *self.rule_paths()]:
             try:
-                head = read_contained(self.root, relpath, _FIRST_HEAD)
-                if len(head) == _FIRST_HEAD and not _closes(head):
-                    head = read_contained(self.root, relpath, self._head_bytes)
-                    if len(head) == self._head_bytes and not _closes(head):
-                        head = read_contained(self.root, relpath)  # judge all of it
+                reason = str(self._judged(relpath)["problem"])
             except FileNotFoundError:
                 continue
             except UnsafePathError as exc:
-                found.append((relpath, exc.reason))
-                continue
-            document = reader.parse(relpath, head)
-            reason = frontmatter_error(document) if document is not None else ""
+                reason = exc.reason
             if reason:
                 found.append((relpath, reason))
         return sorted(found)
+
+    def chapter_tally(self) -> ChapterTally:
+        """How many chapters the store holds, and how many were modified since archived, as
+        `documents()` would count them; only the files changed since the last count are read."""
+        chapters = modified = 0
+        for relpath in [*self.chapter_paths(), *self.rule_paths()]:
+            try:
+                facts = self._judged(relpath)
+            except FileNotFoundError:
+                continue
+            except UnsafePathError as exc:  # documents() yields it quarantined, kind by path
+                facts = {"kind": str(quarantined_document(relpath, exc.reason).kind)}
+            if facts["kind"] == DocumentKind.CHAPTER:
+                chapters += 1
+                modified += bool(facts.get("modified"))
+        return ChapterTally(chapters=chapters, modified=modified)
+
+    def _judged(self, relpath: str) -> Mapping[str, Any]:
+        """What `quarantined`, `chapter_tally` and a digest need of one chapter or rule, from
+        one read of it, or from the facts kept while its stat is unchanged. Raises as
+        `read_contained` does for a file that is gone or does not read."""
+        st = None
+        if self._facts is not None:
+            with contextlib.suppress(OSError):
+                # kept facts are of this very inode, read before through the containment
+                # check (as `DirectoryTree.digest` trusts them)
+                st = os.lstat(os.path.join(self.root, relpath))
+                known = self._facts.get(relpath, st) if stat.S_ISREG(st.st_mode) else {}
+                if all(name in known for name in _JUDGED):
+                    return known
+            st = contained_stat(self.root, relpath)
+        data = read_contained(self.root, relpath)
+        facts = _judge(relpath, data, self._head_bytes)
+        if st is not None and self._facts is not None:
+            self._facts.put(relpath, st, facts)
+        return facts
 
     def document(self, path: str) -> Document:
         """One chapter or rule by store-relative path (ports.rules.DocumentShelf): the notice
@@ -450,6 +483,25 @@ class FsChapterStore:
 # A session record or a reservation is a few hundred bytes; a bigger one is damage.
 _RECORD_MAX_BYTES = 1024 * 1024
 _FIRST_HEAD = 8192  # most frontmatter blocks close within this; longer ones are read further
+
+
+_JUDGED = ("sha256", "problem", "kind", "modified")
+
+
+def _judge(relpath: str, data: bytes, head_bytes: int) -> dict[str, Any]:
+    """A chapter's or rule's facts from its bytes. Its problem is judged from its head, as far
+    as its frontmatter reaches, exactly as `chapters status` always judged it; its kind and
+    whether its body changed, from the whole file as `documents()` reads it."""
+    head = data[:_FIRST_HEAD]
+    if len(head) == _FIRST_HEAD and not _closes(head):
+        head = data[:head_bytes]
+        if len(head) == head_bytes and not _closes(head):
+            head = data  # judge all of it
+    document = FrontmatterReader().parse(relpath, head)  # the core's lines in microseconds
+    doc = parse_document(relpath, data.decode("utf-8", "surrogateescape"))
+    return {"sha256": hashlib.sha256(data).hexdigest(),
+            "problem": frontmatter_error(document) if document is not None else "",
+            "kind": str(doc.kind), "modified": doc.modified_since_archived}
 
 
 def _closes(head: bytes) -> bool:

@@ -9,14 +9,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from stat import S_ISREG
 
 from dsh_chapters_fs.atomic import is_temp_name, write_atomic
 from dsh_chapters_fs.containment import (
     checked_relpath,
+    contained_stat,
     digest_contained,
     is_contained_file,
     read_contained,
 )
+from dsh_chapters_fs.filefacts import FileFacts
 
 __all__ = ["DirectoryTree", "checked_relpath"]
 
@@ -24,10 +27,14 @@ _SKIPPED_DIRS = frozenset({".git"})
 
 
 class DirectoryTree:
-    """A FileTree over a real directory. Writes are atomic (temp file, fsync, rename)."""
+    """A FileTree over a real directory. Writes are atomic (temp file, fsync, rename).
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    With `facts`, a file's digest is kept by its stat: sync and `chapters status` compare every
+    chapter of ours with the mirror's copy, and read only what changed since (filefacts)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, facts: FileFacts | None = None) -> None:
         self.root = str(Path(root).absolute())
+        self._facts = facts
 
     def _abs(self, path: str) -> Path:
         return Path(self.root, *checked_relpath(path).split("/"))
@@ -69,7 +76,23 @@ class DirectoryTree:
         return read_contained(self.root, path)
 
     def digest(self, path: str) -> str:
-        return digest_contained(self.root, path)
+        if self._facts is None:
+            return digest_contained(self.root, path)
+        relpath = checked_relpath(path)
+        try:
+            # A kept digest is of this very inode, read before through the containment
+            # check: so an unchanged stat is enough to trust it, and only a file read now
+            # is checked again, component by component.
+            st = os.lstat(os.path.join(self.root, relpath))
+        except OSError:
+            return digest_contained(self.root, relpath)  # says why it cannot be read
+        known = self._facts.get(relpath, st).get("sha256") if S_ISREG(st.st_mode) else None
+        if isinstance(known, str):
+            return known
+        st = contained_stat(self.root, relpath) or st  # taken before the read it keys
+        sha = digest_contained(self.root, relpath)
+        self._facts.put(relpath, st, {"sha256": sha})
+        return sha
 
     def size(self, path: str) -> int:
         """The file's size by `lstat` (-1 when absent or unreadable): a reader that refuses

@@ -52,3 +52,11 @@ class Document:
     @property
     def modified_since_archived(self) -> bool:
         return bool(self.sha256) and bool(self.body_sha256) and self.sha256 != self.body_sha256
+
+
+@dataclass(frozen=True, slots=True)
+class ChapterTally:
+    """What `chapters status` says of a store's chapters."""
+
+    chapters: int
+    modified: int  # chapters whose body no longer hashes to the sha256 they record

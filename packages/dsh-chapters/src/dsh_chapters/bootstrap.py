@@ -24,6 +24,7 @@ from dsh_chapters_core.search.service import DoorName, SearchDoor, SearchService
 from dsh_chapters_fs.clock import SystemClock
 from dsh_chapters_fs.configfile import HARNESS_ID_PATTERN, load_config
 from dsh_chapters_fs.credentials import FileCredentialStore
+from dsh_chapters_fs.filefacts import FileFacts
 from dsh_chapters_fs.home import resolve_dsh_home, user_config_path
 from dsh_chapters_fs.lock import FileWriterLock, read_generation
 from dsh_chapters_fs.search_index import SqliteSearchIndex
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from dsh_chapters_harness.mcp_config import McpConfigInstaller
 
 PROJECT_CONFIG_NAME = PROJECT_CONFIG
+FACTS_DIR = "cache"  # machine-local and derived: never published, always safe to delete
 
 
 def _hostname() -> str:
@@ -120,6 +122,9 @@ def bootstrap(
 
         index_written(app, paths)
 
+    # What each chapter's bytes said, kept by its stat in the store's machine-local cache, so
+    # status and sync read only the files changed since their last run (filefacts).
+    store_facts = FileFacts(store_root / FACTS_DIR / "facts-store.json", store_root)
     app = App(
         workspace=workspace,
         store_root=store_root,
@@ -128,15 +133,17 @@ def bootstrap(
         config_origins=origins,
         harness_id=config.harness_id or default_harness_id(),
         identity=identity,
-        store=store if store is not None else FsChapterStore(store_root),
+        store=store if store is not None else FsChapterStore(store_root, facts=store_facts),
         lock=lock if lock is not None else FileWriterLock(
             store_root, stale_seconds=config.lock_stale_seconds, on_written=tell_index),
         clock=clock if clock is not None else SystemClock(),
         credentials=credentials if credentials is not None else FileCredentialStore(dsh_home),
         harnesses=harnesses if harnesses is not None else LazyPlugins(load_harness_readers),
-        store_tree=store_tree if store_tree is not None else DirectoryTree(store_root),
+        store_tree=store_tree if store_tree is not None else DirectoryTree(
+            store_root, facts=store_facts),
         mirror_tree=mirror_tree if mirror_tree is not None else DirectoryTree(
-            workspace / MIRROR_DIRNAME),
+            workspace / MIRROR_DIRNAME, facts=FileFacts(
+                store_root / FACTS_DIR / "facts-mirror.json", workspace / MIRROR_DIRNAME)),
         log=log if log is not None else StoreLog(store_root),
         env=dict(env),
         factories=FACTORIES if factories is None else factories,

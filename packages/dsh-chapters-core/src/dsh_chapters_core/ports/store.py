@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from dsh_chapters_core.documents import Document
+from dsh_chapters_core.documents import ChapterTally, Document
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +104,12 @@ class ChapterStore(Protocol):
         ...
 
     def documents(self) -> Iterator[Document]: ...
+
+    def chapter_tally(self) -> ChapterTally:
+        """How many chapters the store holds and how many were modified since archived, as
+        `documents()` counts them (`chapters status`); a store may keep what it read of each
+        file and read again only what changed."""
+        ...
 
     def chapter_paths(self) -> list[str]:
         """Store-relative paths of every chapter, by session then number, none read: what a

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_chapters_core.documents import Document, DocumentKind
+from dsh_chapters_core.documents import ChapterTally, Document, DocumentKind
 from dsh_chapters_core.errors import BodyChangedError, ChaptersError
 from dsh_chapters_core.frontmatter import split_frontmatter
 from dsh_chapters_core.pool_layout import is_session_id
@@ -175,6 +175,10 @@ class FakeChapterStore:
 
     def chapter_paths(self) -> list[str]:
         return [p for p in sorted(self.files) if "/chapters/" in p and p.endswith(".md")]
+
+    def chapter_tally(self) -> ChapterTally:
+        chapters = [d for d in self.documents() if d.kind is DocumentKind.CHAPTER]
+        return ChapterTally(len(chapters), sum(d.modified_since_archived for d in chapters))
 
     def sessions(self) -> list[str]:
         return sorted({p.split("/", 1)[0] for p in self.files

@@ -12,19 +12,18 @@ from dsh_chapters_core.search.service import read_search_status, status_line
 from dsh_chapters.app import App, StatusSection
 from dsh_chapters.present import BUILD_INDEX
 from dsh_chapters.services import enrich, pool, quarantine
-from dsh_chapters.services.library import chapters
 
 
 def store_section(app: App) -> StatusSection:
-    docs = chapters(app)
+    tally = app.store.chapter_tally()  # reads only what changed since the last status
     meta = app.store.session_meta()
     artifacts = app.store.artifact_count()
-    modified = sum(1 for d in docs if d.modified_since_archived)
+    modified = tally.modified
     last = app.log.last("archive")
     data = {
         "root": str(app.store_root), "projectKey": app.identity.project_key,
         "derivation": app.identity.derivation, "canonical": app.identity.canonical,
-        "harnessId": app.harness_id, "chapters": len(docs), "artifacts": artifacts,
+        "harnessId": app.harness_id, "chapters": tally.chapters, "artifacts": artifacts,
         "sessions": len(meta), "modifiedSinceArchived": modified,
         "lastArchive": last,
     }
@@ -36,7 +35,7 @@ def store_section(app: App) -> StatusSection:
         f"projectKey {app.identity.project_key} ({app.identity.derivation}: "
         f"{app.identity.canonical})",
         f"harnessId  {app.harness_id}",
-        f"archive    {len(docs)} chapter(s) · {artifacts} artifact(s) · "
+        f"archive    {tally.chapters} chapter(s) · {artifacts} artifact(s) · "
         f"{len(meta)} session(s)" + (f" · {modified} modified since archived" if modified else ""),
         f"last       {last_text}",
     ]
