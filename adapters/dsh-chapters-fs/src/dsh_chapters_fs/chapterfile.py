@@ -183,6 +183,11 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+# What `json.dumps(v, ensure_ascii=False, sort_keys=True, default=_scalar)` builds on every
+# call, built once: a chapter keeps four or five keys this way.
+_EXTRA = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=_scalar)
+
+
 def _seq_range(value: Any) -> tuple[int, int]:
     if (isinstance(value, list | tuple) and len(value) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
@@ -258,7 +263,7 @@ def document_from_fields(relpath: str, data: Mapping[str, Any], body: str,
     """Parsed frontmatter fields as a Document: the one mapping, whichever parser read them."""
     kind = _kind(data.get("kind"), relpath)
     extra = tuple(sorted(
-        (str(k), json.dumps(v, ensure_ascii=False, sort_keys=True, default=_scalar))
+        (str(k), _EXTRA.encode(v))
         for k, v in data.items() if k not in _KNOWN
     ))
     return Document(

@@ -225,12 +225,15 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return members
 
 
+_UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=_unique_keys)  # json.loads(…, hook) builds one
+
+
 def _json_object(text: str) -> dict[str, Any] | None:
     """`text` as a JSON object when it is exactly one, with no key repeated; else None."""
     if not (text.startswith("{") and text.endswith("}")):
         return None
     try:
-        parsed = json.loads(text, object_pairs_hook=_unique_keys)
+        parsed = _UNIQUE_KEYS.decode(text)
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
