@@ -17,7 +17,7 @@ from dsh_chapters_core.errors import UnsafePathError
 from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_fs import store as store_module
 from dsh_chapters_fs import tree as tree_module
-from dsh_chapters_fs.filefacts import FileFacts, save_all
+from dsh_chapters_fs.filefacts import FileFacts, save_all, stat_key
 from dsh_chapters_fs.store import FsChapterStore
 from dsh_chapters_fs.tree import DirectoryTree
 
@@ -151,9 +151,12 @@ def test_a_damaged_or_older_facts_file_is_read_past(tmp_path: Path) -> None:
     store = FsChapterStore(root)
     store.write_chapter(SIDS[0], 1, "a", chapter_text("a", "body\n"))
     (root / "cache").mkdir()
+    rel = f"{SIDS[0]}/chapters/001-a.md"
+    key = stat_key(os.stat(root / rel))
     for damaged in (b"{not json", b'{"format": 0, "files": {}}', b"[]",
-                    json.dumps({"format": 1, "files": {f"{SIDS[0]}/chapters/001-a.md":
-                                                       ["0:0:0:0:0", "x"]}}).encode()):
+                    json.dumps({"format": 1, "files": {rel: ["0:0:0:0:0", "x"]}}).encode(),
+                    json.dumps({"format": 1, "files": {rel: [key, {
+                        "sha256": 5, "problem": 7, "kind": None, "modified": "no"}]}}).encode()):
         (root / "cache" / "facts-store.json").write_bytes(damaged)
         assert told(root, facts_of(root)) == truth(root)
 

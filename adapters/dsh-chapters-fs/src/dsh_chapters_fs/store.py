@@ -418,7 +418,7 @@ class FsChapterStore:
                 # check (as `DirectoryTree.digest` trusts them)
                 st = os.lstat(os.path.join(self.root, relpath))
                 known = self._facts.get(relpath, st) if stat.S_ISREG(st.st_mode) else {}
-                if all(name in known for name in _JUDGED):
+                if all(isinstance(known.get(name), kind) for name, kind in _JUDGED.items()):
                     return known
             st = contained_stat(self.root, relpath)
         data = read_contained(self.root, relpath)
@@ -485,7 +485,7 @@ _RECORD_MAX_BYTES = 1024 * 1024
 _FIRST_HEAD = 8192  # most frontmatter blocks close within this; longer ones are read further
 
 
-_JUDGED = ("sha256", "problem", "kind", "modified")
+_JUDGED = {"sha256": str, "problem": str, "kind": str, "modified": bool}  # a fact's type
 
 
 def _judge(relpath: str, data: bytes, head_bytes: int) -> dict[str, Any]:
