@@ -27,13 +27,15 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from dsh_chapters_core.errors import ChaptersError
 
 from dsh_chapters_fs.atomic import write_atomic
+from dsh_chapters_fs.containment import contained_stat
 
 FORMAT = 1  # raised whenever what a fact means changes: older files are then ignored whole
 RACY_SECONDS = 2  # a file changed this recently may change again within one timestamp tick
@@ -75,6 +77,28 @@ class FileFacts:
         return {k: v for k, v in files.items()
                 if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
                 and isinstance(v[1], dict)}
+
+    def recall(self, relpath: str, kinds: Mapping[str, type],
+               read: Callable[[], dict[str, Any]]) -> Mapping[str, Any]:
+        """The facts `kinds` names (each of its type) of the file at `relpath`: kept ones while
+        its stat is unchanged, else `read()`'s, kept for the next run. `read` raises as the
+        file's own read does for a file that is gone or does not read."""
+        try:
+            # Kept facts are of this very inode, read before through the containment check:
+            # an unchanged stat is enough to trust them. Only a file read now is checked
+            # again, component by component.
+            st = os.lstat(os.path.join(self.root, relpath))
+        except OSError:
+            pass
+        else:
+            known = self.get(relpath, st) if S_ISREG(st.st_mode) else {}
+            if all(isinstance(known.get(name), kind) for name, kind in kinds.items()):
+                return known
+        fresh = contained_stat(str(self.root), relpath)  # taken before the read it keys
+        facts = read()
+        if fresh is not None:
+            self.put(relpath, fresh, facts)
+        return facts
 
     def get(self, relpath: str, st: os.stat_result) -> Mapping[str, Any]:
         """The facts kept for the file as `st` finds it: empty when it changed since."""

@@ -12,12 +12,10 @@ Every write is atomic (temp file, fsync, rename, fsync dir); the caller holds th
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,7 @@ from dsh_chapters_fs.chapterfile import (
     parse_document,
     quarantined_document,
 )
-from dsh_chapters_fs.containment import contained_stat, read_contained, read_small_file
+from dsh_chapters_fs.containment import read_contained, read_small_file
 from dsh_chapters_fs.filefacts import FileFacts
 from dsh_chapters_fs.search_tree import FrontmatterReader
 from dsh_chapters_fs.tree import checked_relpath
@@ -411,21 +409,10 @@ class FsChapterStore:
         """What `quarantined`, `chapter_tally` and a digest need of one chapter or rule, from
         one read of it, or from the facts kept while its stat is unchanged. Raises as
         `read_contained` does for a file that is gone or does not read."""
-        st = None
-        if self._facts is not None:
-            with contextlib.suppress(OSError):
-                # kept facts are of this very inode, read before through the containment
-                # check (as `DirectoryTree.digest` trusts them)
-                st = os.lstat(os.path.join(self.root, relpath))
-                known = self._facts.get(relpath, st) if stat.S_ISREG(st.st_mode) else {}
-                if all(isinstance(known.get(name), kind) for name, kind in _JUDGED.items()):
-                    return known
-            st = contained_stat(self.root, relpath)
-        data = read_contained(self.root, relpath)
-        facts = _judge(relpath, data, self._head_bytes)
-        if st is not None and self._facts is not None:
-            self._facts.put(relpath, st, facts)
-        return facts
+        def read() -> dict[str, Any]:
+            return _judge(relpath, read_contained(self.root, relpath), self._head_bytes)
+
+        return read() if self._facts is None else self._facts.recall(relpath, _JUDGED, read)
 
     def document(self, path: str) -> Document:
         """One chapter or rule by store-relative path (ports.rules.DocumentShelf): the notice

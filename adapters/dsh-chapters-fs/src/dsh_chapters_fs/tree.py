@@ -9,12 +9,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from stat import S_ISREG
 
 from dsh_chapters_fs.atomic import is_temp_name, write_atomic
 from dsh_chapters_fs.containment import (
     checked_relpath,
-    contained_stat,
     digest_contained,
     is_contained_file,
     read_contained,
@@ -24,6 +22,7 @@ from dsh_chapters_fs.filefacts import FileFacts
 __all__ = ["DirectoryTree", "checked_relpath"]
 
 _SKIPPED_DIRS = frozenset({".git"})
+_DIGEST = {"sha256": str}  # the one fact a tree keeps of a file
 
 
 class DirectoryTree:
@@ -79,20 +78,9 @@ class DirectoryTree:
         if self._facts is None:
             return digest_contained(self.root, path)
         relpath = checked_relpath(path)
-        try:
-            # A kept digest is of this very inode, read before through the containment
-            # check: so an unchanged stat is enough to trust it, and only a file read now
-            # is checked again, component by component.
-            st = os.lstat(os.path.join(self.root, relpath))
-        except OSError:
-            return digest_contained(self.root, relpath)  # says why it cannot be read
-        known = self._facts.get(relpath, st).get("sha256") if S_ISREG(st.st_mode) else None
-        if isinstance(known, str):
-            return known
-        st = contained_stat(self.root, relpath) or st  # taken before the read it keys
-        sha = digest_contained(self.root, relpath)
-        self._facts.put(relpath, st, {"sha256": sha})
-        return sha
+        known = self._facts.recall(relpath, _DIGEST, lambda: {
+            "sha256": digest_contained(self.root, relpath)})
+        return str(known["sha256"])
 
     def size(self, path: str) -> int:
         """The file's size by `lstat` (-1 when absent or unreadable): a reader that refuses
