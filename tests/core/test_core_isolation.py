@@ -14,14 +14,17 @@ import sys
 
 import dsh_chapters_core
 
+# Only what importing the core loads is judged: an interpreter may load modules of its own at
+# start-up (Debian's Python 3 runs a `sitecustomize` from /etc/python3.X), before any core code.
 PROBE = r"""
 import importlib, json, pkgutil, sys
+at_start = set(sys.modules)
 import dsh_chapters_core
 prefix = "dsh_chapters_core."
 names = sorted(m.name for m in pkgutil.walk_packages(dsh_chapters_core.__path__, prefix))
 for name in names:
     importlib.import_module(name)
-roots = {m.split(".")[0] for m in sys.modules}
+roots = {m.split(".")[0] for m in set(sys.modules) - at_start}
 allowed = set(sys.stdlib_module_names) | {"dsh_chapters_core", "__main__", "builtins"}
 foreign = sorted(r for r in roots if r not in allowed and not r.startswith("_"))
 print(json.dumps({"modules": names, "foreign": foreign}))
