@@ -88,15 +88,22 @@ def word_terms(word: str) -> tuple[str, ...]:
     whole = word.casefold()
     if _NUMERIC.match(whole):
         return (whole,)  # `503`, `9.0.1`: a number is one term
-    pieces = [p for chunk in _JOINT.split(word) for p in _humps(chunk)]
-    if len(pieces) <= 1:
+    parts = [term for chunk in _JOINT.split(word) for term in _chunk_terms(chunk)]
+    if len(parts) <= 1:
         return (stem(whole),)
     out = [whole]
-    for piece in pieces:
-        term = stem(piece.casefold())
+    for term in parts:
         if term not in out:
             out.append(term)
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _chunk_terms(chunk: str) -> tuple[str, ...]:
+    """The stemmed parts of a word's piece between joints. Remembered apart from whole words:
+    a store spells its paths and identifiers in many ways from few pieces (`src`, `Service`),
+    and splitting and stemming a piece costs more than the lookup."""
+    return tuple(stem(piece.casefold()) for piece in _humps(chunk))
 
 
 def _humps(chunk: str) -> list[str]:
