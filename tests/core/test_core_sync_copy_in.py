@@ -90,3 +90,37 @@ def test_sizes_hashes_and_frontmatter_are_checked() -> None:
 def test_unsafe_entries_named_by_the_provider_are_quarantined_with_the_commit() -> None:
     _, _, refused = run({}, unsafe=(f"chapters/{PK}/..",), commit="abc123")
     assert refused == {f"chapters/{PK}/..": QuarantineCode.PATH}
+
+
+class BatchTree(MemoryTree):
+    """A store that writes in batches, as DirectoryTree does (`write_many`): each call kept."""
+
+    def __init__(self) -> None:
+        super().__init__("mem://store")
+        self.batches: list[list[str]] = []
+
+    def write_many(self, files: list[tuple[str, bytes]]) -> None:
+        self.batches.append([path for path, _ in files])
+        for path, data in files:
+            self.write(path, data)
+
+
+def test_a_large_pool_is_copied_in_batches_each_writer_before_its_files() -> None:
+    sessions = [f"s{k:03d}" for k in range(40)]
+    mirror = {f"chapters/{PK}/{sid}/{n:03d}-x.md": chapter(f"box-{k % 3}", f"body {sid} {n}")
+              for k, sid in enumerate(sessions) for n in range(1, 9)}
+    store = BatchTree()
+    result = copy_in(store, MemoryTree("mem://mirror", mirror), PK, ME)  # type: ignore[arg-type]
+    assert result.new == 320 and not result.quarantined
+    assert {f"{sid}/chapters/{n:03d}-x.md" for sid in sessions for n in range(1, 9)} | {
+        f"{sid}/session.json" for sid in sessions} == set(store.files)
+    # Every file went through a batch, more than one batch was needed, and a session's
+    # writer record was on the disk before the batch that holds its first chapter.
+    assert len(store.batches) > 2 and store.writes == [p for b in store.batches for p in b]
+    first_file = {path.split("/")[0]: at for at, path in reversed(list(enumerate(store.writes)))
+                  if "/chapters/" in path}
+    records = {path.split("/")[0]: at for at, path in enumerate(store.writes)
+               if path.endswith("/session.json")}
+    assert all(records[sid] < first_file[sid] for sid in sessions)
+    assert all(json.loads(store.files[f"{s}/session.json"])["harnessId"] == f"box-{k % 3}"
+               for k, s in enumerate(sessions))

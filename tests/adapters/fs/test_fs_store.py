@@ -209,3 +209,18 @@ def test_directory_tree(tmp_path: Path) -> None:
     assert tree.read("artifacts/pk/ab/abc") == b"three"
     with pytest.raises(ChaptersError):
         tree.read("../etc/passwd")
+
+
+def test_a_directory_tree_writes_a_batch_as_it_writes_one(tmp_path: Path) -> None:
+    tree = DirectoryTree(tmp_path / "store")
+    tree.write("s1/chapters/001-a.md", b"old")
+    tree.write_many([("s1/session.json", b"{}"), ("s1/chapters/001-a.md", b"one"),
+                     ("s2/chapters/001-b.md", b"two")])
+    assert list(tree.list()) == ["s1/chapters/001-a.md", "s1/session.json",
+                                 "s2/chapters/001-b.md"]
+    assert tree.read("s1/chapters/001-a.md") == b"one"
+    assert tree.read("s2/chapters/001-b.md") == b"two"
+    assert not [p for p in (tmp_path / "store").rglob("*") if p.name.endswith(".tmp")]
+    with pytest.raises(ChaptersError):  # a path out of the tree is refused before any write
+        tree.write_many([("s3/chapters/001-c.md", b"x"), ("../escaped.md", b"x")])
+    assert not (tmp_path / "escaped.md").exists() and not tree.exists("s3/chapters/001-c.md")

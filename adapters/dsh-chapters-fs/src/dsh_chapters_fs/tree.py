@@ -7,10 +7,10 @@ Sync uses one over the store (`.dsh-chapters/`) and one over the provider's mirr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from dsh_chapters_fs.atomic import is_temp_name, write_atomic
+from dsh_chapters_fs.atomic import is_temp_name, write_atomic, write_atomic_many
 from dsh_chapters_fs.containment import (
     checked_relpath,
     digest_contained,
@@ -92,3 +92,9 @@ class DirectoryTree:
 
     def write(self, path: str, data: bytes) -> None:
         write_atomic(self._abs(path), data)
+
+    def write_many(self, files: Sequence[tuple[str, bytes]]) -> None:
+        """Each (path, data) written as `write` writes one, their syncs made together
+        (`write_atomic_many`): copy-in of a pool's thousands of files waits on the disk once a
+        batch, not twice a file."""
+        write_atomic_many([(self._abs(path), data) for path, data in files])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dsh_chapters_core.config import DEFAULTS, Config
@@ -32,6 +32,11 @@ from dsh_chapters_core.pool_layout import (
     to_store,
 )
 from dsh_chapters_core.ports.store import FileTree
+
+# Copy-in writes its accepted files in batches of this many (or this many bytes), their syncs
+# made together: a second machine's first sync copies every file of the pool.
+_BATCH_FILES = 256
+_BATCH_BYTES = 16 << 20
 
 # Why one store path's bytes cannot be read as a document ("" when they can): the edge's
 # frontmatter parser, injected by the composition root (the core has no YAML reader).
@@ -190,6 +195,17 @@ def _size(tree: FileTree, path: str) -> int:
     return int(size(path)) if callable(size) else -1
 
 
+def _write_batch(tree: FileTree, files: Sequence[tuple[str, bytes]]) -> None:
+    """`files` written into `tree`: together when the tree can (DirectoryTree's `write_many`,
+    its syncs made at once), else one by one."""
+    many = getattr(tree, "write_many", None)  # an optional capability, as `size` is
+    if callable(many):
+        many(files)
+        return
+    for path, data in files:
+        tree.write(path, data)
+
+
 def _first_chapter(mirror_tree: FileTree, project_key: str, session_id: str,
                    max_bytes: int = DEFAULTS.pool_file_max_bytes) -> bytes | None:
     names = sorted(mirror_tree.list(f"chapters/{project_key}/{session_id}/"))
@@ -229,6 +245,9 @@ class _CopyIn:
         self.owners = dict(store_ownership(store_tree, harness_id).session_owners)
         self.quarantined: list[Quarantined] = []
         self._writers: dict[str, str] = {}
+        self._records: list[tuple[str, bytes]] = []  # session writer records waiting
+        self._files: list[tuple[str, bytes]] = []  # judged files waiting
+        self._bytes = 0
 
     def refuse(self, path: str, code: QuarantineCode, reason: str) -> None:
         self.quarantined.append(Quarantined(path, code, reason, self.commit))
@@ -335,9 +354,24 @@ class _CopyIn:
         first = _first_chapter(self.mirror, self.key, sid, self.limits.max_bytes)
         harness = frontmatter_value(first, "harness") if first is not None else ""
         writer = self.session_owner(sid)
-        self.store.write(f"{sid}/{SESSION_FILE}", session_record(
-            session_id=sid, harness_id=writer, harness=harness, project_key=self.key))
+        self._records.append((f"{sid}/{SESSION_FILE}", session_record(
+            session_id=sid, harness_id=writer, harness=harness, project_key=self.key)))
         self.owners[sid] = writer
+
+    def keep(self, store_path: str, data: bytes) -> None:
+        """Copy a judged file into the store with the batch it joins."""
+        self._files.append((store_path, data))
+        self._bytes += len(data)
+        if len(self._files) >= _BATCH_FILES or self._bytes >= _BATCH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """The waiting files written: first the writer records of the sessions they begin, so a
+        session's writer is on disk before any of its files (§3.3), then the files."""
+        for batch in (self._records, self._files):
+            _write_batch(self.store, batch)
+            batch.clear()
+        self._bytes = 0
 
     def run(self) -> CopyIn:
         ownership = Ownership(self.harness_id, tuple(sorted(self.owners.items())))
@@ -362,11 +396,12 @@ class _CopyIn:
             self.name_writer(entry)
             if self.owners.get(entry.session_id) != named:  # its writer is named now: rebuilt
                 ownership = Ownership(self.harness_id, tuple(sorted(self.owners.items())))
-            self.store.write(entry.store_path, data)
+            self.keep(entry.store_path, data)
             if exists:
                 changed += 1
             else:
                 new += 1
+        self.flush()
         return CopyIn(new, changed, tuple(sorted(self.quarantined, key=lambda q: q.path)))
 
 
