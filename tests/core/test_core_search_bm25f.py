@@ -237,6 +237,24 @@ def test_counting_terms_fast_equals_the_definition(text: str) -> None:
     assert (got_n, dict(got)) == (n, expected)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_TEXT, min_size=1, max_size=12))
+def test_the_token_memo_stays_bounded_and_exact_when_dropped(texts: list[str]) -> None:
+    # A long import meets more distinct tokens than the memo keeps: dropped whole past its
+    # bound, it gives the same counts as a memo that never forgot, and holds at most the bound
+    # and one text's tokens.
+    import dsh_chapters_core.search.terms as terms
+
+    exact = [count_terms(t.encode("utf-8")) for t in texts]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(terms, "_TOKEN_MEMO_MAX", 4)
+        for text, want in zip(texts, exact, strict=True):
+            assert count_terms(text.encode("utf-8")) == want
+            distinct = len(set(text.encode("utf-8").translate(terms._TOKEN_TABLE).split()))
+            assert len(terms._token_memo) <= 4 + 1 + distinct
+            assert set(terms._token_memo.words) == set(terms._token_memo)
+
+
 def test_the_identifier_itself_outranks_a_body_holding_only_its_parts() -> None:
     # `flushCursorClient` asks for the identifier and for each part: the body that says it
     # holds all four words (and their phrase); one that says `flush the cursor client` holds

@@ -167,8 +167,6 @@ _ASCII_WORD = re.compile(rb"[A-Za-z0-9]+(?:[._\-/:][A-Za-z0-9]+)*")
 # Distinct tokens remembered across bodies (a corpus repeats most of its spellings); the memo
 # is dropped whole when it grows past this many, so a long import stays bounded in memory.
 _TOKEN_MEMO_MAX = 1 << 17
-_token_memo: dict[bytes, tuple[str, ...]] = {}
-_token_words: dict[bytes, int] = {}
 
 
 def _token_terms(token: bytes) -> tuple[tuple[str, ...], int]:
@@ -185,21 +183,34 @@ def _token_terms(token: bytes) -> tuple[tuple[str, ...], int]:
     return tuple(out), len(found)
 
 
+class _TokenMemo(dict[bytes, tuple[str, ...]]):
+    """Token -> its terms, a token met for the first time worked out as it is looked up (in
+    the C loop that counts a passage's terms: no pass of its own to find the new ones), its
+    word count kept beside it in `words`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words: dict[bytes, int] = {}
+
+    def __missing__(self, token: bytes) -> tuple[str, ...]:
+        terms, self.words[token] = _token_terms(token)
+        self[token] = terms
+        return terms
+
+
+_token_memo = _TokenMemo()
+
+
 def count_terms(text: bytes) -> tuple[int, Counter[str]]:
     """(words, term frequencies) of a piece of UTF-8 text: a term's frequency is how many of
     its words hold the term (`token_refresh` counts once for `token`, once for `refresh`)."""
     tokens = text.translate(_TOKEN_TABLE).split()
-    memo, sizes = _token_memo, _token_words
-    fresh = set(tokens).difference(memo)
-    if fresh:
-        if len(memo) + len(fresh) > _TOKEN_MEMO_MAX:
-            memo.clear()
-            sizes.clear()
-            fresh = set(tokens)
-        for token in fresh:
-            memo[token], sizes[token] = _token_terms(token)
-    return (sum(map(sizes.__getitem__, tokens)),
-            Counter(chain.from_iterable(map(memo.__getitem__, tokens))))
+    memo = _token_memo
+    if len(memo) > _TOKEN_MEMO_MAX:
+        memo.clear()
+        memo.words.clear()
+    counts = Counter(chain.from_iterable(map(memo.__getitem__, tokens)))
+    return sum(map(memo.words.__getitem__, tokens)), counts
 
 
 # ---------------------------------------------------------------------------------------------
