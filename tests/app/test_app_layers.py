@@ -99,6 +99,29 @@ def test_a_search_with_dsh_home_set_looks_up_no_platform_dir(tmp_path: Path) -> 
     assert _heavy(modules, HEAVY + NOT_FOR_SEARCH + NOT_WITH_DSH_HOME) == set()
 
 
+# What reading the enrichment queue must not load: a sync and `chapters status` only read it
+# (is a drain due?), and the drain brings the model door and the redaction engine, whose
+# patterns cost tens of milliseconds to build in every process.
+NOT_FOR_THE_QUEUE = (
+    "dsh_chapters_core.redaction", "dsh_chapters_core.redact", "dsh_chapters_core.chokepoint",
+    "dsh_chapters_core.enrich.ladder", "dsh_chapters_core.enrich.run",
+    "dsh_chapters_core.ports.model",
+)
+
+
+def test_a_sync_with_nothing_to_do_and_status_read_the_queue_without_the_drain(
+        tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    env = dict(os.environ, DSH_HOME=str(tmp_path / "home"))
+    for argv in (("link", str(tmp_path / "pool.git")), ("sync",)):
+        assert _modules_after(tmp_path, *argv, env=env)[0] == 0
+    for argv in (("sync",), ("status",)):
+        code, modules = _modules_after(tmp_path, *argv, env=env)
+        assert code == 0
+        assert "dsh_chapters_core.enrich.queue" in modules  # it did read the queue
+        assert _heavy(modules, NOT_FOR_THE_QUEUE) == set(), argv
+
+
 def _commands_of(argv: list[str]) -> set[str]:
     from dsh_chapters.commands import build_parser
 

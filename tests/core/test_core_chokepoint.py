@@ -9,7 +9,7 @@ import json
 from dsh_chapters_core.chokepoint import redact_for_store, redact_json
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.curation import FactType, append_facts, make_fact, parse_facts
-from dsh_chapters_core.enrich.ladder import ChapterOutcome, EnrichAction, EnrichReason
+from dsh_chapters_core.enrich.outcome import ChapterOutcome, EnrichAction, EnrichReason
 from dsh_chapters_core.enrich.proposal import Proposal, validate_answer
 from dsh_chapters_core.redact import marker
 from dsh_chapters_core.rules import RuleProposal, propose_rule

@@ -12,12 +12,12 @@ from dsh_chapters_core.enrich.chapter import (
     provenance_chain,
 )
 from dsh_chapters_core.enrich.ladder import (
-    EnrichReason,
     ask_model,
     enriched_frontmatter,
     plan_chapter,
     stale_reason,
 )
+from dsh_chapters_core.enrich.outcome import EnrichReason
 from dsh_chapters_core.enrich.proposal import Invalid, Proposal, validate_answer
 from dsh_chapters_core.enrich.slice import cheap_slice, first_call, labelled_blocks
 from dsh_chapters_core.frontmatter import dump_frontmatter, split_frontmatter

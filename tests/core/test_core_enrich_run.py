@@ -7,7 +7,7 @@ import json
 import pytest
 from dsh_chapters_core.curation import FactType, make_fact
 from dsh_chapters_core.enrich.chapter import parse_chapter_file
-from dsh_chapters_core.enrich.ladder import EnrichAction, EnrichReason
+from dsh_chapters_core.enrich.outcome import EnrichAction, EnrichReason
 from dsh_chapters_core.enrich.queue import (
     STATE_PATH,
     DrainCause,

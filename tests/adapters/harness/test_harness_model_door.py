@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from dsh_chapters_core.config import DEFAULTS
 from dsh_chapters_core.enrich.chapter import ChapterFile
-from dsh_chapters_core.enrich.ladder import EnrichReason, ask_model
+from dsh_chapters_core.enrich.ladder import ask_model
+from dsh_chapters_core.enrich.outcome import EnrichReason
 from dsh_chapters_core.enrich.slice import cheap_slice, first_call
 from dsh_chapters_core.errors import UsageError
 from dsh_chapters_core.ports.model import ChatMessage, ModelCall, ModelError, ModelFailure

@@ -11,12 +11,9 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from dsh_chapters_core.chokepoint import redact_for_store
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.enrich.chapter import (
     BY_DETERMINISTIC,
@@ -26,6 +23,11 @@ from dsh_chapters_core.enrich.chapter import (
     parse_chapter_file,
     prepend_links,
 )
+from dsh_chapters_core.enrich.outcome import (
+    ChapterOutcome,
+    EnrichAction,
+    EnrichReason,
+)
 from dsh_chapters_core.enrich.proposal import Invalid, Proposal, validate_answer
 from dsh_chapters_core.enrich.slice import cheap_slice, first_call, retry_call
 from dsh_chapters_core.frontmatter import dump_frontmatter
@@ -33,78 +35,12 @@ from dsh_chapters_core.ports.model import ModelDoor, ModelError, ModelFailure
 from dsh_chapters_core.search.aliases import AliasMap
 
 VOCABULARY_KEY_CHARS = 12  # a digest prefix naming the alias table in provenance, not a tunable
-
-
-class EnrichAction(enum.StrEnum):
-    ENRICHED = "enriched"
-    FALLBACK = "fallback"  # the model gave nothing usable: the deterministic values stay
-    SKIPPED = "skipped"  # nothing to do (current, another machine's, not a chapter, gone)
-    REFUSED = "refused"  # the guard said no: the body changed, or the file is not ours to parse
-
-
-class EnrichReason(enum.StrEnum):
-    # enriched
-    NEW = "new"
-    NEWER_MODEL = "newer-model"
-    NEWER_VOCABULARY = "newer-vocabulary"
-    # fallback
-    INVALID_TWICE = "invalid-twice"
-    DOWN = "down"
-    TIMEOUT = "timeout"
-    AUTH = "auth"
-    HTTP = "http"
-    # skipped
-    CURRENT = "current"
-    NOT_OURS = "not-ours"
-    NOT_A_CHAPTER = "not-a-chapter"
-    MISSING = "missing"
-    # refused
-    BODY_CHANGED = "body-changed"
-    NO_BODY_HASH = "no-body-hash"
-    UNREADABLE = "frontmatter-unreadable"
-    CHANGED_DURING_CALL = "changed-during-call"
-
-
-# Failures of the server, not of the chapter: the chapter stays queued and the batch stops,
-# so a down or slow single-slot server is asked once per drain, never once per chapter.
-SERVER_FAILURES = frozenset({EnrichReason.DOWN, EnrichReason.TIMEOUT, EnrichReason.AUTH,
-                             EnrichReason.HTTP})
 _FAILURE_REASON: Mapping[ModelFailure, EnrichReason] = {
     ModelFailure.DOWN: EnrichReason.DOWN,
     ModelFailure.TIMEOUT: EnrichReason.TIMEOUT,
     ModelFailure.AUTH: EnrichReason.AUTH,
     ModelFailure.HTTP: EnrichReason.HTTP,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ChapterOutcome:
-    """What enrichment did to one chapter, and why (the report's row)."""
-
-    path: str
-    action: EnrichAction
-    reason: EnrichReason
-    model: str = ""
-    at: str = ""
-    calls: int = 0  # model calls this attempt made (0, 1 or 2)
-    detail: str = ""  # the invalid answer's problem, or the failure's message
-
-    @property
-    def server_failed(self) -> bool:
-        return self.reason in SERVER_FAILURES
-
-    def to_json(self) -> dict[str, Any]:
-        # §9: a model's or a server's message can quote what it was sent.
-        return {"path": self.path, "action": str(self.action), "reason": str(self.reason),
-                "model": self.model, "at": self.at, "calls": self.calls,
-                "detail": redact_for_store(self.detail)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ChapterOutcome:
-        return cls(path=str(data["path"]), action=EnrichAction(str(data["action"])),
-                   reason=EnrichReason(str(data["reason"])), model=str(data.get("model", "")),
-                   at=str(data.get("at", "")), calls=int(data.get("calls", 0)),
-                   detail=str(data.get("detail", "")))
 
 
 def vocabulary_key(aliases: AliasMap) -> str:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dsh_chapters_core.config import Config
-from dsh_chapters_core.enrich.ladder import ChapterOutcome, EnrichReason
+from dsh_chapters_core.enrich.outcome import ChapterOutcome, EnrichReason
 from dsh_chapters_core.ports.store import FileTree
 
 STATE_PATH = "state/enrich.json"

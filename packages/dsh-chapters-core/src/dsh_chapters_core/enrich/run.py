@@ -16,14 +16,12 @@ from dsh_chapters_core.documents import DocumentKind
 from dsh_chapters_core.enrich.chapter import FIELD_CLASSES, parse_chapter_file, provenance_json
 from dsh_chapters_core.enrich.ladder import (
     Candidate,
-    ChapterOutcome,
-    EnrichAction,
-    EnrichReason,
     ask_model,
     enriched_frontmatter,
     plan_chapter,
     vocabulary_key,
 )
+from dsh_chapters_core.enrich.outcome import ChapterOutcome, EnrichAction, EnrichReason
 from dsh_chapters_core.enrich.queue import (
     DrainCause,
     DrainDecision,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dsh_chapters_core.enrich.ladder import ChapterOutcome, EnrichAction
+from dsh_chapters_core.enrich.outcome import ChapterOutcome, EnrichAction
 from dsh_chapters_core.enrich.queue import (
     MODEL_STATE_PATH,
     DrainCause,

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_chapters_core.enrich.queue import (
     DrainCause,
@@ -31,11 +31,13 @@ from dsh_chapters_core.enrich.queue import (
     read_state,
     should_queue,
 )
-from dsh_chapters_core.enrich.run import DrainReport, Progress, drain, enqueue_archived
 from dsh_chapters_core.errors import ChaptersError
 
 from dsh_chapters.app import App
 from dsh_chapters.present import MANUAL_DRAIN
+
+if TYPE_CHECKING:
+    from dsh_chapters_core.enrich.run import DrainReport, Progress
 
 ENRICH_RUN_LOCK = "state/enrich-run.lock"  # one drain at a time
 ENRICH_IDLE_LOCK = "state/enrich-idle.lock"  # one idle waiter at a time
@@ -60,6 +62,8 @@ def note_archived(app: App, paths: list[str]) -> int:
     """Queue the chapters an archive just wrote; start the idle waiter. Never raises."""
     if not paths:
         return 0
+    from dsh_chapters_core.enrich.run import enqueue_archived  # the drain's: not for a sync
+
     try:
         queued = enqueue_archived(store_tree=app.store_tree, lock=app.lock, clock=app.clock,
                                   config=app.config, paths=paths)
@@ -143,6 +147,10 @@ def _reap() -> None:
 
 def run_drain(app: App, cause: DrainCause, progress: Progress | None = None) -> DrainReport:
     """One drain under the drain lock; when another process drains, leave the queue to it."""
+    # Imported here: a sync or `chapters status` reads the queue and never drains, and the
+    # drain's module brings the model door and the redaction engine.
+    from dsh_chapters_core.enrich.run import DrainReport, drain
+
     lock = app.factories.drain_lock(app, ENRICH_RUN_LOCK)
     with lock.try_hold() as mine:
         if not mine:
