@@ -122,6 +122,23 @@ def test_a_sync_with_nothing_to_do_and_status_read_the_queue_without_the_drain(
         assert _heavy(modules, NOT_FOR_THE_QUEUE) == set(), argv
 
 
+# What reading the archive must not load: listing or printing chapters, and the notice every
+# session starts with, never archive anything.
+THE_ARCHIVE_PATH = (
+    "dsh_chapters.services.archive", "dsh_chapters_core.archive", "dsh_chapters_core.render",
+    "dsh_chapters_core.redaction", "dsh_chapters_core.chokepoint", "dsh_chapters_harness",
+)
+
+
+def test_list_and_the_notice_read_the_store_without_the_archive_path(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    env = dict(os.environ, DSH_HOME=str(tmp_path / "home"))
+    for argv in (("list",), ("notice",), ("rule", "list")):
+        code, modules = _modules_after(tmp_path, *argv, env=env)
+        assert code == 0, argv
+        assert _heavy(modules, THE_ARCHIVE_PATH) == set(), argv
+
+
 def _commands_of(argv: list[str]) -> set[str]:
     from dsh_chapters.commands import build_parser
 

@@ -6,7 +6,6 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from dsh_chapters_core.chokepoint import redact_for_store
 from dsh_chapters_core.config import Config
 from dsh_chapters_core.curation import (
     CurationFact,
@@ -125,6 +124,11 @@ def render_rule_file(
 
 def redacted_proposal(proposal: RuleProposal, config: Config) -> RuleProposal:
     """The proposal with every credential in its category and text replaced by a marker."""
+    # Imported by the steps that write or compare a proposal: the rules package is read at
+    # every session's start (the notice), and the engine's patterns take tens of
+    # milliseconds to build.
+    from dsh_chapters_core.chokepoint import redact_for_store
+
     patterns = config.redaction_patterns
     return replace(proposal, category=redact_for_store(proposal.category, patterns),
                    text=redact_for_store(proposal.text, patterns))
