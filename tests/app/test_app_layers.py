@@ -139,6 +139,19 @@ def test_list_and_the_notice_read_the_store_without_the_archive_path(tmp_path: P
         assert _heavy(modules, THE_ARCHIVE_PATH) == set(), argv
 
 
+def test_a_session_start_hook_tells_the_notice_without_the_archive_path(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    payload = json.dumps({"session_id": "0f0e0d0c-0000-4000-8000-000000000001",
+                          "transcript_path": str(tmp_path / "t.jsonl"), "cwd": str(tmp_path),
+                          "hook_event_name": "SessionStart", "source": "startup"})
+    done = subprocess.run([sys.executable, "-c", _PROBE, "hook"], cwd=tmp_path, check=True,
+                          input=payload, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, DSH_HOME=str(tmp_path / "home")))
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    assert data["code"] == 0 and "dsh_chapters_core.notice" in data["modules"]
+    assert _heavy(set(data["modules"]), THE_ARCHIVE_PATH) == set()
+
+
 def _commands_of(argv: list[str]) -> set[str]:
     from dsh_chapters.commands import build_parser
 

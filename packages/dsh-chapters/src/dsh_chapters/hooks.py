@@ -38,14 +38,12 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from dsh_chapters_core.errors import ChaptersError, InputError
-from dsh_chapters_core.redact import redact
 from dsh_chapters_core.sync.state import read_sync_state
 
 from dsh_chapters.app import App
 from dsh_chapters.present import error_text
 from dsh_chapters.services import pool as knowledge_pool
 from dsh_chapters.services.agents import record_agent_session
-from dsh_chapters.services.archive import archive_and_log, read_transcript, sync_point
 from dsh_chapters.services.rules import notice
 
 SESSION_START = "SessionStart"
@@ -255,6 +253,10 @@ def session_start(app: App, payload: HookPayload, deadline: Deadline,
 
 def _archive_transcript(app: App, payload: HookPayload, progress: dict[str, Any], *,
                         final: bool = False) -> None:
+    # The archive path is imported by the events that archive: a session's start (the notice)
+    # never loads the readers, the composition or the redaction engine.
+    from dsh_chapters.services.archive import archive_and_log, read_transcript
+
     path = transcript_of(payload)
     report = archive_and_log(app, read_transcript(app, path, payload.harness), final=final)
     # Counts only: the archive's own log line (written above) lists the chapter paths.
@@ -349,6 +351,8 @@ def run_bounded(work: Callable[[], _V], seconds: float) -> Bounded[_V]:
 def safe_message(app: App | None, exc: BaseException) -> str:
     """An error for the log: credential patterns redacted and the pool's token never echoed."""
     text = error_text(exc) if isinstance(exc, ChaptersError) else f"{type(exc).__name__}: {exc}"
+    from dsh_chapters_core.redact import redact  # on an error only
+
     text = redact(text).text
     if app is not None:
         token = app.credentials.read(app.identity.project_key)
@@ -401,6 +405,8 @@ def run_hook(app: App, payload: HookPayload) -> HookResult:
 
 def after_archive(app: App) -> None:
     """The background half of PreCompact: the debounced push decision (§5.1)."""
+    from dsh_chapters.services.archive import sync_point
+
     outcome = sync_point(app)
     app.log.write("hook", app.clock.now(), hookEvent="after-archive",
                   outcome=knowledge_pool.describe_sync_point(outcome) or "no pool linked")

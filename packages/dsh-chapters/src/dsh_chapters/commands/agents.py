@@ -16,17 +16,18 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_chapters_core.errors import ChaptersError, UsageError
 
 from dsh_chapters.app import App
-from dsh_chapters.commands.archive import import_json, import_lines
 from dsh_chapters.commands.invocation import Invocation
 from dsh_chapters.hooks import HookPayload, after_archive, run_hook, safe_message
 from dsh_chapters.present import display_path, error_text, fold
 from dsh_chapters.services.agents import AppArchive, project_line
-from dsh_chapters.services.importing import ImportResult, import_sessions
+
+if TYPE_CHECKING:
+    from dsh_chapters.services.importing import ImportResult
 
 AGENTS = ("claude-code", "codex", "dsh")
 # Agents whose MCP configuration is one JSON file (pi and aider read none: install says so).
@@ -191,6 +192,8 @@ def _emit_changes(inv: Invocation, verb: str, agent: str, scope: str,
     lines.append(f"{verb} {agent} ({scope}): {changed} of {len(changes)} file(s) changed")
     data: dict[str, Any] = {"agent": agent, "scope": scope, "changed": changed, "files": rows}
     if imported is not None:
+        from dsh_chapters.commands.archive import import_json  # the install's import only
+
         data["import"] = import_json(imported)
         lines.extend(_import_summary(inv, imported))
     lines.extend(next_steps)
@@ -202,6 +205,8 @@ def _import_summary(inv: Invocation, result: ImportResult) -> list[str]:
     if not result.files:
         return [f"imported no {result.harness} session: none of this project under "
                 f"{display_path(result.where, inv.app.workspace, _home(inv))} yet"]
+    from dsh_chapters.commands.archive import import_lines
+
     return import_lines(inv.app, result, reports=False)
 
 
@@ -210,6 +215,9 @@ def _import_existing(args: argparse.Namespace, inv: Invocation) -> ImportResult 
     cleanupPeriodDays (30 by default), and a hook only sees the sessions after install."""
     if args.no_import:
         return None
+    # Imported here: the hooks this family also runs (a session's start) never import.
+    from dsh_chapters.services.importing import import_sessions
+
     try:
         return import_sessions(inv.app, args.agent)
     except ChaptersError as exc:  # the install stands; the import says why it did not run
