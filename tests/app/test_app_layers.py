@@ -109,7 +109,7 @@ NOT_FOR_THE_QUEUE = (
 )
 
 
-def test_a_sync_with_nothing_to_do_and_status_read_the_queue_without_the_drain(
+def test_a_sync_with_nothing_to_do_and_status_load_neither_the_drain_nor_unused_providers(
         tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     env = dict(os.environ, DSH_HOME=str(tmp_path / "home"))
@@ -120,6 +120,14 @@ def test_a_sync_with_nothing_to_do_and_status_read_the_queue_without_the_drain(
         assert code == 0
         assert "dsh_chapters_core.enrich.queue" in modules  # it did read the queue
         assert _heavy(modules, NOT_FOR_THE_QUEUE) == set(), argv
+        # Each provider's factory says which remotes it takes; only the one the link names
+        # is imported, by a sync, and status imports none (httpx and dulwich are its stacks).
+        unused = ("httpx", "dsh_chapters_treedx.provider", "dsh_chapters_treedx.client")
+        if argv == ("status",):
+            unused += ("dulwich", "dsh_chapters_git.provider")
+        else:
+            assert "dsh_chapters_git.provider" in modules
+        assert _heavy(modules, unused) == set(), argv
 
 
 # What reading the archive must not load: listing or printing chapters, and the notice every

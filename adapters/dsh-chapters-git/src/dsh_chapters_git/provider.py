@@ -27,6 +27,8 @@ from dsh_chapters_core.ports.transport import (
 from dsh_chapters_core.remote import parse_remote
 from dulwich.repo import Repo
 
+# The entry point lives in factory.py (loaded without this module); importable here too.
+from dsh_chapters_git.factory import GitProviderFactory as GitProviderFactory
 from dsh_chapters_git.failures import (
     BAD_GIT_DATA,
     Deadline,
@@ -405,38 +407,22 @@ class GitProvider:
         self._upstream.close()
 
 
-class GitProviderFactory:
-    """The `git` entry point of `dsh_chapters.providers`.
-
-    `matches` and `create` are class methods, so the loaded class and an instance of it both
-    satisfy `ProviderFactory`.
-    """
-
-    name = "git"
-    schemes: tuple[str, ...] = ("file", "http", "https")  # as the core's `parse_remote` names
-
-    @classmethod
-    def matches(cls, remote: str) -> bool:
-        """A local path (absolute, `~`, `./`, `../`, `file://`) or an http(s) URL."""
-        parsed = parse_remote(remote)
-        return parsed.scheme in cls.schemes and (parsed.is_local or bool(parsed.url))
-
-    @classmethod
-    def create(cls, context: ProviderContext) -> KnowledgeProvider:
-        remote = context.remote.strip()
-        if not cls.matches(remote):
-            raise TransportError(
-                FailureCode.REFUSED,
-                "open: refused (the git provider takes a local path or an https URL)",
-                hint="run `chapters link <path>` or `chapters link <https-url> < token-file`",
-            )
-        upstream: Upstream
-        if parse_remote(remote).url:
-            # Read once, kept in memory by the HTTP client only (never in the mirror's config).
-            token = context.credentials.read(context.credential_name) or None
-            upstream = HttpPool(remote, token)
-        else:
-            upstream = LocalPool(
-                local_path(remote, context.workspace), context.config.git_unpack_limit
-            )
-        return GitProvider(context, upstream)
+def create_provider(context: ProviderContext) -> KnowledgeProvider:
+    """The git provider for `context.remote` (`GitProviderFactory.create`, factory.py)."""
+    remote = context.remote.strip()
+    if not GitProviderFactory.matches(remote):
+        raise TransportError(
+            FailureCode.REFUSED,
+            "open: refused (the git provider takes a local path or an https URL)",
+            hint="run `chapters link <path>` or `chapters link <https-url> < token-file`",
+        )
+    upstream: Upstream
+    if parse_remote(remote).url:
+        # Read once, kept in memory by the HTTP client only (never in the mirror's config).
+        token = context.credentials.read(context.credential_name) or None
+        upstream = HttpPool(remote, token)
+    else:
+        upstream = LocalPool(
+            local_path(remote, context.workspace), context.config.git_unpack_limit
+        )
+    return GitProvider(context, upstream)

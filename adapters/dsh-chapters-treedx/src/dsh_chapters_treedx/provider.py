@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
 
 import attrs
 import httpx
@@ -46,6 +45,9 @@ from dsh_chapters_core.ports.transport import (
 )
 
 from dsh_chapters_treedx.client import CallError, TreeDXClient
+
+# The entry point moved to factory.py; still importable from here, where it was.
+from dsh_chapters_treedx.factory import TreeDXProviderFactory as TreeDXProviderFactory
 from dsh_chapters_treedx.mirror import (
     STATE_FILE,
     git_blob_id,
@@ -91,30 +93,6 @@ _NETWORK_VERBS = ("open", "pull", "push", "rebuild")
 
 class _HeadMoved(Exception):
     """The pool head moved while we were reading it: restart the listing."""
-
-
-class TreeDXProviderFactory:
-    """The `treedx` entry point in `dsh_chapters.providers`.
-
-    Static methods, so the loaded class and an instance of it both satisfy `ProviderFactory`.
-    """
-
-    name: ClassVar[str] = "treedx"
-    # The schemes this provider owns, as the core's `parse_remote` names them; `treedx+` is
-    # also a projectKey namespace (§2.3 as amended 2026-09-21).
-    schemes: ClassVar[tuple[str, ...]] = ("treedx+https", "treedx+http")
-    # Optional declarations the app reads (ports/transport.py): a TreeDX pool always needs a
-    # token, and `chapters link` resolves or creates the managed repository (issue #7).
-    token_always_required: ClassVar[bool] = True
-    link_resolves_pool: ClassVar[bool] = True
-
-    @staticmethod
-    def matches(remote: str) -> bool:
-        return parse_remote(remote) is not None
-
-    @staticmethod
-    def create(context: ProviderContext) -> TreeDXProvider:
-        return TreeDXProvider(context)
 
 
 class TreeDXProvider:
