@@ -29,7 +29,7 @@ class TreeDXProviderFactory:
     # also a projectKey namespace (§2.3 as amended 2026-09-21).
     schemes: ClassVar[tuple[str, ...]] = ("treedx+https", "treedx+http")
     # Optional declarations the app reads (ports/transport.py): a TreeDX pool always needs a
-    # token, and `chapters link` resolves or creates the managed repository (issue #7).
+    # token, and `chapters link` resolves or creates the managed repository.
     token_always_required: ClassVar[bool] = True
     link_resolves_pool: ClassVar[bool] = True
 
