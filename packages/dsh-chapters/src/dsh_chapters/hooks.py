@@ -405,8 +405,6 @@ def run_hook(app: App, payload: HookPayload) -> HookResult:
 
 def after_archive(app: App) -> None:
     """The background half of PreCompact: the debounced push decision (§5.1)."""
-    from dsh_chapters.services.archive import sync_point
-
-    outcome = sync_point(app)
+    outcome = knowledge_pool.after_archive(app)  # what `services.archive.sync_point` runs
     app.log.write("hook", app.clock.now(), hookEvent="after-archive",
                   outcome=knowledge_pool.describe_sync_point(outcome) or "no pool linked")
