@@ -13,6 +13,8 @@ from dsh_chapters_core.pool_layout import (
     Ownership,
     PoolFileKind,
     frontmatter_value,
+    name_problem,
+    path_problem,
     project_manifest,
     to_pool,
     to_store,
@@ -721,3 +723,23 @@ def test_the_quarantine_list_is_absent_beside_other_state_and_unreadable_as_a_fo
     assert quarantine_rows(store) == []  # nothing withheld
     store.write(f"{QUARANTINE_PATH}/stray", b"x")  # a folder where the list should be
     assert quarantine_rows(store) is None  # no one can tell: the whole mirror is withheld
+
+
+_ELEMENTS = st.one_of(
+    st.sampled_from(["", ".", "..", ".git", "GIT~1", "con", "Con.md", "nul.txt", "lpt1", "com0",
+                     "conin$", "cone", "a.", "a..b", "001-x.md", "-x", "_", "a b", "é", "x\\y"]),
+    st.text(alphabet="abcCOMNUL019._-", min_size=0, max_size=6),
+    st.integers(min_value=195, max_value=205).map(lambda n: "a" * n),
+)
+
+
+@given(st.lists(_ELEMENTS, min_size=1, max_size=5))
+def test_a_path_problem_is_its_first_elements_problem(elements: list[str]) -> None:
+    """The fast path for plain paths says exactly what asking every element says."""
+    path = "/".join(elements)
+    expected = next((p for p in map(name_problem, path.split("/")) if p), "")
+    assert path_problem(path) == expected
+    # to_pool and to_store take a path only when every element of it is a name
+    if expected:
+        assert to_pool(path, "pk") is None
+        assert to_store(path, "pk") is None

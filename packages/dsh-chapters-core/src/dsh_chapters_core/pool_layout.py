@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from dsh_chapters_core.errors import InputError
@@ -150,8 +149,10 @@ def _safe(segment: str) -> bool:
     return not name_problem(segment)
 
 
-def _all_safe(parts: Iterable[str]) -> bool:
-    return all(_safe(p) for p in parts)
+def _checked_session_id(name: str) -> bool:
+    # `is_session_id` of an element whose path `path_problem` has already passed (so it is
+    # safe, and holds no slash and no control character): every store and pool walk asks it.
+    return not name.startswith(".") and name.lower() not in _NOT_SESSIONS
 
 
 def is_session_id(name: str) -> bool:
@@ -183,7 +184,7 @@ def check_session_id(session_id: str, path: str, limit: int) -> None:
 def to_pool(store_path: str, project_key: str) -> PoolEntry | None:
     """The pool twin of a store file, or None if the file never leaves this machine."""
     parts = store_path.split("/")
-    if not _all_safe(parts) or not project_key:
+    if not project_key or path_problem(store_path):
         return None
     head = parts[0]
     if head == "artifacts":
@@ -208,7 +209,7 @@ def to_pool(store_path: str, project_key: str) -> PoolEntry | None:
         if len(parts) != 3 or parts[2] != CURATION_FILE:
             return None
         return PoolEntry(PoolFileKind.EDITS, store_path, store_path, harness_id=parts[1])
-    if not is_session_id(head):
+    if not _checked_session_id(head):
         return None
     if len(parts) == 3 and parts[1] == "chapters" and _CHAPTER_NAME.match(parts[2]):
         return PoolEntry(
@@ -230,7 +231,7 @@ def to_pool(store_path: str, project_key: str) -> PoolEntry | None:
 def to_store(pool_path: str, project_key: str) -> PoolEntry | None:
     """The store twin of a pool file of THIS project, or None (derived files, other projects)."""
     parts = pool_path.split("/")
-    if not _all_safe(parts) or not project_key:
+    if not project_key or path_problem(pool_path):
         return None
     head = parts[0]
     if head == "edits":
@@ -241,7 +242,8 @@ def to_store(pool_path: str, project_key: str) -> PoolEntry | None:
     if len(parts) < 3 or parts[1] != project_key:
         return None
     if head == "chapters":
-        if len(parts) != 4 or not is_session_id(parts[2]) or not _CHAPTER_NAME.match(parts[3]):
+        if (len(parts) != 4 or not _checked_session_id(parts[2])
+                or not _CHAPTER_NAME.match(parts[3])):
             return None
         return PoolEntry(
             PoolFileKind.CHAPTER, f"{parts[2]}/chapters/{parts[3]}", pool_path, session_id=parts[2]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dsh_chapters_core.config import DEFAULTS, Config
@@ -91,10 +91,12 @@ class CopyIn:
     quarantined: tuple[Quarantined, ...] = ()
 
 
-def store_ownership(store_tree: FileTree, harness_id: str) -> Ownership:
-    """Who owns each session in the store, from its `session.json` (§3.3)."""
+def store_ownership(store_tree: FileTree, harness_id: str,
+                    paths: Iterable[str] | None = None) -> Ownership:
+    """Who owns each session in the store, from its `session.json` (§3.3). `paths` is the
+    store's listing when the caller has just taken it (one walk of the store, not two)."""
     owners: list[tuple[str, str]] = []
-    for path in store_tree.list():
+    for path in store_tree.list() if paths is None else paths:
         parts = path.split("/")
         if len(parts) == 2 and parts[1] == SESSION_FILE and is_session_id(parts[0]):
             try:
@@ -139,22 +141,25 @@ def cut_short(data: bytes, published: bytes) -> bool:
 
 
 def outgoing(
-    store_tree: FileTree, mirror_tree: FileTree, project_key: str, ownership: Ownership
+    store_tree: FileTree, mirror_tree: FileTree, project_key: str, ownership: Ownership,
+    paths: Iterable[str] | None = None,
 ) -> Outgoing:
     """Our store files that the mirror lacks or holds with other bytes (chapters are
     append-only; the only changed chapter bytes are the enrichment frontmatter write). A
     chapter cut short on disk is held back, and a file that does not read is left for the
-    doctor: neither stops the others."""
+    doctor: neither stops the others. `paths` is the store's listing, as `store_ownership`
+    takes it."""
     files: list[str] = []
     pool_paths: list[str] = []
     held: list[str] = []
     new = changed = unchanged = 0
-    for store_path in sorted(store_tree.list()):
+    mirrored = _mirrored(mirror_tree, project_key)
+    for store_path in sorted(store_tree.list() if paths is None else paths):
         entry = to_pool(store_path, project_key)
         if entry is None or not ownership.is_ours(entry):
             continue
         try:
-            if mirror_tree.exists(entry.pool_path):
+            if entry.pool_path in mirrored:
                 if entry.kind is PoolFileKind.ARTIFACT or (
                     mirror_tree.digest(entry.pool_path) == store_tree.digest(store_path)
                 ):
@@ -177,6 +182,14 @@ def outgoing(
     return Outgoing(tuple(files), tuple(pool_paths), new, changed, unchanged, tuple(held))
 
 
+def _mirrored(mirror_tree: FileTree, project_key: str) -> frozenset[str]:
+    """The mirror's files where this project's go, listed once: a tree's `list` names the
+    files `exists` finds (regular, reached without a symlink), and one walk of those subtrees
+    costs less than looking up each of our thousands of files in them one by one."""
+    return frozenset(path for prefix in pool_prefixes(project_key)
+                     for path in mirror_tree.list(prefix))
+
+
 def pending_paths(
     store_tree: FileTree,
     mirror_tree: FileTree,
@@ -185,7 +198,9 @@ def pending_paths(
     unpushed: tuple[str, ...] = (),
 ) -> tuple[str, ...]:
     """Pool paths of store files not yet in the pool: unmirrored, or mirrored but unpushed."""
-    out = outgoing(store_tree, mirror_tree, project_key, store_ownership(store_tree, harness_id))
+    paths = tuple(store_tree.list())
+    ownership = store_ownership(store_tree, harness_id, paths)
+    out = outgoing(store_tree, mirror_tree, project_key, ownership, paths)
     return tuple(sorted(set(out.pool_paths) | set(out.held_back) | set(unpushed)))
 
 
@@ -242,7 +257,10 @@ class _CopyIn:
                  commit: str) -> None:
         self.store, self.mirror, self.key = store_tree, mirror_tree, project_key
         self.harness_id, self.check, self.limits, self.commit = harness_id, check, limits, commit
-        self.owners = dict(store_ownership(store_tree, harness_id).session_owners)
+        # The store as it was before this pass: each pool file has one store twin, visited
+        # once, so what the pass itself writes is never looked up again.
+        self.present = frozenset(store_tree.list())
+        self.owners = dict(store_ownership(store_tree, harness_id, self.present).session_owners)
         self.quarantined: list[Quarantined] = []
         self._writers: dict[str, str] = {}
         self._records: list[tuple[str, bytes]] = []  # session writer records waiting
@@ -377,7 +395,7 @@ class _CopyIn:
         ownership = Ownership(self.harness_id, tuple(sorted(self.owners.items())))
         new = changed = 0
         for entry in self.entries():
-            exists = self.store.exists(entry.store_path)
+            exists = entry.store_path in self.present
             if exists and (entry.kind is PoolFileKind.ARTIFACT or ownership.is_ours(entry)):
                 continue  # content-addressed, or ours: never overwritten from the pool
             try:

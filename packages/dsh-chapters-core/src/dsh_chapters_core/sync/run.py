@@ -217,8 +217,9 @@ class _Run:
     def _stage(self) -> bool:
         """Copy-out: stage our new and changed files (and `project.yml` once). True if any."""
         self.step = "stage"
-        ownership = store_ownership(self.store_tree, self.harness_id)
-        out = outgoing(self.store_tree, self.mirror_tree, self.key, ownership)
+        paths = tuple(self.store_tree.list())
+        ownership = store_ownership(self.store_tree, self.harness_id, paths)
+        out = outgoing(self.store_tree, self.mirror_tree, self.key, ownership, paths)
         files = {
             pool: self.store_tree.read(store)
             for store, pool in zip(out.files, out.pool_paths, strict=True)
