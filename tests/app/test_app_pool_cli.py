@@ -323,6 +323,34 @@ def test_sync_commits_the_derived_index_deterministically(
         assert path.read_bytes() == (derived / rel).read_bytes(), rel
 
 
+def _git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout
+
+
+def test_a_divergent_shard_is_replaced_when_this_machines_index_did_not_change(
+    a: Machine, pool: Path, tmp_path: Path
+) -> None:
+    a.ok("link", str(pool))
+    a.archive("s-a")
+    a.ok("sync")
+    derived = a.store / "cache" / "mirror"
+    assert a.ok("sync", "--json").json()["commit"] == ""  # nothing derived differs: no commit
+    # Another machine (an older build, a hand edit) pushes other bytes for one shard.
+    clone = tmp_path / "other"
+    _git("clone", "-q", str(pool), str(clone), cwd=tmp_path)
+    shard = sorted((clone / "index").glob("*.md"))[0]
+    ours = (derived / "index" / shard.name).read_bytes()
+    shard.write_bytes(ours + b"a row no build wrote\n")
+    _git("-c", "user.name=z", "-c", "user.email=z@example.invalid", "commit", "-qam", "edit",
+         cwd=clone)
+    _git("push", "-q", "origin", "HEAD", cwd=clone)
+    # §10.2: this machine's index did not change, yet the divergent shard is replaced.
+    assert a.ok("sync", "--json").json()["commit"] != ""
+    _git("pull", "-q", "--ff-only", cwd=clone)
+    assert shard.read_bytes() == ours
+
+
 def test_list_pool_before_any_sync(a: Machine) -> None:
     assert "no pool linked" in a.ok("list", "--pool").out
 

@@ -177,7 +177,10 @@ def open_search(app: App, cached: bool = True) -> SearchService:
                             max_bytes=app.config.pool_file_max_bytes)
         doors.append(SearchDoor(
             name=DoorName.MIRROR, layout=DoorLayout.MIRROR,
-            tree=SplitTree(served, ServedTree(SearchTree(cache_dir / "mirror"))),
+            # Its derived files' digests are kept by their stat: sync compares each with the
+            # pool's copy and stages only those that differ (services/pool.py).
+            tree=SplitTree(served, ServedTree(SearchTree(cache_dir / "mirror", facts=FileFacts(
+                cache_dir / "facts-derived.json", cache_dir / "mirror")))),
             reader=reader, prefix=f"{MIRROR_DIRNAME}/",
             cache=SqliteSearchIndex(cache_dir / "search-mirror.sqlite", passage_lines=lines,
                                     segment_bytes=segment) if cached else None,

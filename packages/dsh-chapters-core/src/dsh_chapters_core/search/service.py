@@ -985,12 +985,18 @@ class SearchService:
         return fact
 
 
-def derived_files(door: SearchDoor) -> dict[str, bytes]:
+def derived_files(door: SearchDoor, held: Callable[[str], str] | None = None) -> dict[str, bytes]:
     """The door's derived index as files (`index/…`, `topics/vocabulary.json`), e.g. for sync
-    to stage into the pool after `refresh` (§10.2: rebuilt and committed, never merged)."""
+    to stage into the pool after `refresh` (§10.2: rebuilt and committed, never merged).
+
+    `held(path)` is the sha256 of the file where they go ("" when there is none): a file
+    holding these very bytes already is left out, so an unchanged index of thousands of shards
+    is neither read nor staged again."""
     paths = [p for p in door.tree.list(INDEX_DIR) if p.count("/") == 1]
     if door.tree.exists(VOCABULARY_PATH):
         paths.append(VOCABULARY_PATH)
+    if held is not None:
+        paths = [p for p in paths if held(p) != door.tree.digest(p)]
     return {p: door.tree.read(p) for p in paths}
 
 

@@ -214,6 +214,14 @@ def _derive_index(app: App) -> Callable[[], Mapping[str, bytes]] | None:
     """§10.2: the mirror door's derived index (shards, manifest, vocabulary), refreshed from
     the mirror as sync leaves it, for sync to stage into the pool commit."""
 
+    def published(path: str) -> str:
+        # The mirror is clean when sync derives (a dirty one was set aside at open), so its
+        # file is what the pool holds.
+        try:
+            return app.mirror_tree.digest(path)
+        except (ChaptersError, OSError):
+            return ""
+
     def derive() -> Mapping[str, bytes]:
         service = app.open_search()
         try:
@@ -222,7 +230,7 @@ def _derive_index(app: App) -> Callable[[], Mapping[str, bytes]] | None:
                 return {}
             # A lost derived dir with kept change tokens would yield a partial index: rebuild.
             service.refresh(door, rebuild=not door.tree.exists(MANIFEST_PATH))
-            return derived_files(door)
+            return derived_files(door, held=published)
         finally:
             service.close()
 

@@ -221,8 +221,11 @@ def _update_delta(
     affected.update(joining)
 
     divergent: list[str] = []
+    # Every shard's token in one walk of `index/`, not a stat chain a shard: a store of
+    # thousands of topics asks this on every refresh, changed or not.
+    shard_tokens = tree.fingerprints(INDEX_DIR) if prior.shards else {}
     for shard, sha in prior.shards.items():
-        token = tree.fingerprint(shard)
+        token = shard_tokens.get(shard, "")
         if token and tokens.get(shard) == token:
             continue
         if not token or tree.digest(shard) != sha:
@@ -246,7 +249,9 @@ def _update_delta(
             tree.write(path, data)
             written.append(path)
         tokens[path] = tree.fingerprint(path)
-    removed_shards = _drop_strays(tree, shards, tokens, divergent, prior)
+    # What this update wrote is in `shards`: a stray is among the files the walk found.
+    removed_shards = _drop_strays(tree, shards, tokens, divergent, prior,
+                                  listed=shard_tokens if prior.shards else None)
 
     gone = sum(1 for r in old_records.values() if not r.skipped)
     came = sum(1 for r in changes.values() if r is not None and not r.skipped)
@@ -344,10 +349,12 @@ def _write_shards(tree: DerivedTree, records: Mapping[str, IndexRecord], curatio
 
 
 def _drop_strays(tree: DerivedTree, shards: Mapping[str, str], tokens: dict[str, str],
-                 divergent: list[str], prior: IndexManifest | None) -> list[str]:
-    """Remove shard files no build produced (or whose topic is gone)."""
+                 divergent: list[str], prior: IndexManifest | None,
+                 listed: Iterable[str] | None = None) -> list[str]:
+    """Remove shard files no build produced (or whose topic is gone). `listed` is `index/`
+    as the caller just walked it, when it did."""
     removed: list[str] = []
-    for path in tree.list(INDEX_DIR):
+    for path in sorted(tree.list(INDEX_DIR) if listed is None else listed):
         if path.endswith(".md") and path.count("/") == 1 and path not in shards:
             tree.remove(path)
             tokens.pop(path, None)
