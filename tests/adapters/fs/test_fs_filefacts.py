@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dsh_chapters_core.documents import ChapterTally
+from dsh_chapters_core.documents import ChapterTally, Document
 from dsh_chapters_core.errors import UnsafePathError
 from dsh_chapters_core.frontmatter import dump_frontmatter
 from dsh_chapters_fs import store as store_module
@@ -40,20 +40,24 @@ def facts_of(root: Path, racy_seconds: float = 0) -> FileFacts:
 TICK = 0.03
 
 
-def truth(root: Path) -> tuple[ChapterTally, list[tuple[str, str]], dict[str, str]]:
+Said = tuple[ChapterTally, list[tuple[str, str]], dict[str, str], list[Document]]
+
+
+def truth(root: Path) -> Said:
     """What a store without kept facts says: every file read."""
     plain = FsChapterStore(root)
     tree = DirectoryTree(root)
     digests = {p: tree.digest(p) for p in plain.chapter_paths()}
-    return plain.chapter_tally(), plain.quarantined(), digests
+    return plain.chapter_tally(), plain.quarantined(), digests, list(plain.documents())
 
 
-def told(root: Path, facts: FileFacts) -> tuple[ChapterTally, list[tuple[str, str]],
-                                               dict[str, str]]:
-    kept = FsChapterStore(root, facts=facts)
+def told(root: Path, facts: FileFacts) -> Said:
+    """The same from kept facts (the parsed documents kept beside the judged facts here; the
+    App keeps them in a file of their own)."""
+    kept = FsChapterStore(root, facts=facts, document_facts=facts)
     tree = DirectoryTree(root, facts=facts)
     digests = {p: tree.digest(p) for p in kept.chapter_paths()}
-    return kept.chapter_tally(), kept.quarantined(), digests
+    return kept.chapter_tally(), kept.quarantined(), digests, list(kept.documents())
 
 
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -156,7 +160,11 @@ def test_a_damaged_or_older_facts_file_is_read_past(tmp_path: Path) -> None:
     for damaged in (b"{not json", b'{"format": 0, "files": {}}', b"[]",
                     json.dumps({"format": 1, "files": {rel: ["0:0:0:0:0", "x"]}}).encode(),
                     json.dumps({"format": 1, "files": {rel: [key, {
-                        "sha256": 5, "problem": 7, "kind": None, "modified": "no"}]}}).encode()):
+                        "sha256": 5, "problem": 7, "kind": None, "modified": "no"}]}}).encode(),
+                    json.dumps({"format": 1, "files": {rel: [key, {
+                        "document1": {"path": rel, "kind": "chapter"}}]}}).encode(),
+                    json.dumps({"format": 1, "files": {rel: [key, {
+                        "document1": {"path": rel, "kind": "scroll", "topics": 3}}]}}).encode()):
         (root / "cache" / "facts-store.json").write_bytes(damaged)
         assert told(root, facts_of(root)) == truth(root)
 

@@ -11,6 +11,7 @@ can list what it quarantined.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import hashlib
@@ -256,6 +257,27 @@ def parse_document(
         return quarantined_document(
             relpath, f"frontmatter value cannot be read ({type(exc).__name__})", digest
         )
+
+
+# A parsed Document as JSON, for the store's stat-keyed cache of them (filefacts): every field,
+# tuples as lists. Its fact name carries a version, raised whenever Document's fields change,
+# so a record of an older shape is never asked for and each file is parsed once more.
+DOCUMENT_FACT = "document1"
+
+
+def document_record(document: Document) -> dict[str, Any]:
+    return {f.name: getattr(document, f.name) for f in dataclasses.fields(Document)}
+
+
+def document_from_record(record: Mapping[str, Any]) -> Document:
+    """The Document a `document_record` holds; KeyError, TypeError or ValueError for a record
+    of another shape (a hand-edited cache), which the caller reads the file again for."""
+    return Document(
+        **{**record, "kind": DocumentKind(record["kind"]),
+           "topics": tuple(str(t) for t in record["topics"]),
+           "seq_range": (int(record["seq_range"][0]), int(record["seq_range"][1])),
+           "messages": tuple((str(r), int(n)) for r, n in record["messages"]),
+           "extra": tuple((str(k), str(v)) for k, v in record["extra"])})
 
 
 def document_from_fields(relpath: str, data: Mapping[str, Any], body: str,

@@ -35,7 +35,10 @@ from dsh_chapters_core.pool_layout import (
 
 from dsh_chapters_fs.atomic import is_temp_name, write_atomic, write_atomic_many
 from dsh_chapters_fs.chapterfile import (
+    DOCUMENT_FACT,
     body_digest,
+    document_from_record,
+    document_record,
     frontmatter_error,
     parse_document,
     quarantined_document,
@@ -73,10 +76,14 @@ def chapter_number(name: str) -> int | None:
 class FsChapterStore:
     """The append-only archive on disk. Methods that write assume the writer lock is held."""
 
-    def __init__(self, root: str | os.PathLike[str], *, facts: FileFacts | None = None) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, facts: FileFacts | None = None,
+                 document_facts: FileFacts | None = None) -> None:
         self.root = str(Path(root).absolute())
         self._base = Path(self.root)
         self._facts = facts  # what each file's bytes said, kept by its stat (filefacts)
+        # Each file's parsed Document, kept the same way in a file of its own (the judged facts
+        # above are loaded by every status and sync; these only by what lists documents).
+        self._document_facts = document_facts
         self._records: dict[str, tuple[str, Path]] | None = None  # sessionId -> (root, file)
         self._head_bytes = DEFAULTS.frontmatter_max_bytes + 8  # the frontmatter, and its fence
 
@@ -344,13 +351,31 @@ class FsChapterStore:
         that cannot be read (bad frontmatter, unsafe) comes back quarantined, never raised."""
         for relpath in [*self.chapter_paths(), *self.rule_paths()]:
             try:
-                text = self._read(relpath)
+                yield self._parsed(relpath)
             except FileNotFoundError:
                 continue
             except UnsafePathError as exc:
                 yield quarantined_document(relpath, exc.reason)
-                continue
-            yield parse_document(relpath, text)
+
+    def _parsed(self, relpath: str) -> Document:
+        """One file's Document: a function of its bytes, so while its stat is unchanged the
+        one kept from its last read (`chapters list` of thousands of chapters reads none of
+        them again). Raises as `read_contained` does."""
+        if self._document_facts is None:
+            return parse_document(relpath, self._read(relpath))
+        parsed: list[Document] = []
+
+        def read() -> dict[str, Any]:
+            parsed.append(parse_document(relpath, self._read(relpath)))
+            return {DOCUMENT_FACT: document_record(parsed[0])}
+
+        facts = self._document_facts.recall(relpath, {DOCUMENT_FACT: dict}, read)
+        if parsed:
+            return parsed[0]
+        try:
+            return document_from_record(facts[DOCUMENT_FACT])
+        except (KeyError, TypeError, ValueError):
+            return parse_document(relpath, self._read(relpath))  # a damaged cache: read it
 
     def quarantined(self) -> list[tuple[str, str]]:
         """(store path, reason) of every chapter or rule that cannot be read: what `chapters

@@ -133,7 +133,9 @@ def bootstrap(
         config_origins=origins,
         harness_id=config.harness_id or default_harness_id(),
         identity=identity,
-        store=store if store is not None else FsChapterStore(store_root, facts=store_facts),
+        store=store if store is not None else FsChapterStore(
+            store_root, facts=store_facts, document_facts=FileFacts(
+                store_root / FACTS_DIR / "facts-documents.json", store_root)),
         lock=lock if lock is not None else FileWriterLock(
             store_root, stale_seconds=config.lock_stale_seconds, on_written=tell_index),
         clock=clock if clock is not None else SystemClock(),
