@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from stat import S_ISDIR
 from typing import Any
 
 from dsh_chapters_core.config import DEFAULTS
@@ -320,9 +321,9 @@ class FsChapterStore:
         a symlink in place of a chapter is never listed, so never read or published)."""
         found: list[tuple[str, int, str]] = []
         for root_id in self.sessions():
-            chapters = self._base / root_id / "chapters"
+            chapters = f"{self.root}/{root_id}/chapters"  # plain strings: status walks them all
             try:
-                if chapters.is_symlink() or not chapters.is_dir():
+                if not S_ISDIR(os.lstat(chapters).st_mode):  # a symlink is not a folder here
                     continue
                 with os.scandir(chapters) as entries:
                     for p in entries:

@@ -114,14 +114,16 @@ def chapter_ids(app: App, paths: Iterable[str] | None = None) -> Mapping[str, st
     return out
 
 
-def expand_chapter_id(app: App, ident: str) -> str | None:
+def expand_chapter_id(app: App, ident: str, paths: Sequence[str] | None = None) -> str | None:
     """The store path of the chapter a typed id names (`<short-session>/<n>`,
     `<session>/<NNN>`, or a bare `n` when one session has it), None when `ident` is no id form
-    (a path, a sha); an id that names no chapter, or several, is an error that lists them."""
+    (a path, a sha); an id that names no chapter, or several, is an error that lists them.
+    `paths` is the store's chapter paths when the caller has them already."""
     session, _, number = ident.strip().rstrip("/").rpartition("/")
     if not number.isdigit() or "/" in session:
         return None
-    return _one_match(ident, session, int(number), app.store.chapter_paths())
+    return _one_match(ident, session, int(number),
+                      app.store.chapter_paths() if paths is None else paths)
 
 
 def _one_match(ident: str, session: str, number: int, paths: Sequence[str]) -> str:
@@ -158,7 +160,7 @@ def resolve_chapter(app: App, ident: str, cwd: Path) -> str:
     stripped = ident.removeprefix(f"{app.store_root.name}/")
     if stripped in paths:
         return stripped
-    found = expand_chapter_id(app, stripped)
+    found = expand_chapter_id(app, stripped, paths)
     if found is not None:
         return found
     raise ChaptersError(f"no chapter {ident!r}: not an id (<session>/<n>) nor a chapter's path "
