@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from stat import S_ISDIR
+from stat import S_ISDIR, S_ISLNK
 from typing import Any
 
 from dsh_chapters_core.config import DEFAULTS
@@ -386,10 +386,14 @@ class FsChapterStore:
         for root_id in self.sessions():
             chapters = self._base / root_id / "chapters"
             try:
-                if chapters.is_symlink():
+                try:
+                    mode = os.lstat(f"{self.root}/{root_id}/chapters").st_mode
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                if S_ISLNK(mode):
                     found.append((f"{root_id}/chapters", "is a symlink"))
                     continue
-                if not chapters.is_dir():
+                if not S_ISDIR(mode):
                     continue
                 with os.scandir(chapters) as entries:
                     for p in entries:
