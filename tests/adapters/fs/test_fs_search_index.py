@@ -284,6 +284,50 @@ def test_the_index_after_any_writes_equals_a_rebuild(rnd: random.Random, steps: 
         fresh.close()
 
 
+@pytest.mark.parametrize("segment", [512, 4096])
+def test_an_import_merged_batch_after_batch_equals_a_rebuild(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, segment: int) -> None:
+    """An import only adds: its merges meet no dead document, so a term one segment of a run
+    holds keeps its blob and only the terms several hold are joined. After enough batches for
+    merges of merged segments, the index equals a fresh one and the in-memory reference."""
+    merges: list[int] = []  # the dead documents each merge met
+    real = SqliteSearchIndex._merge_run
+
+    def spy(self: SqliteSearchIndex, db: sqlite3.Connection, run: list[int]) -> None:
+        marks = ",".join("?" * len(run))
+        merges.append(db.execute(f"SELECT count(*) FROM dead WHERE seg IN ({marks})",
+                                 run).fetchone()[0])
+        real(self, db, run)
+
+    monkeypatch.setattr(SqliteSearchIndex, "_merge_run", spy)
+    rnd = random.Random(20261207)
+    root = tmp_path / "store"
+    live = SqliteSearchIndex(tmp_path / "live.sqlite", segment_bytes=segment)
+    for n in range(40):
+        batch = tmp_path / f"batch{n}"
+        random_corpus(batch, rnd, 3, mixed=True)
+        for file in sorted(batch.glob("s*/chapters/*.md")):  # new sessions, never rewritten
+            rel = file.relative_to(batch)
+            # and words of their own, as a real store's are: most terms are rare
+            rare = " ".join("".join(rnd.choices("qxzjvkw", k=7)) for _ in range(4))
+            write(root, f"b{n}{rel}", file.read_bytes() + f"{rare}\n".encode())
+        if n == 0:
+            for file in sorted(batch.glob("rules/*/*.md")):
+                write(root, file.relative_to(batch).as_posix(), file.read_bytes())
+        have = dict(live.shas())
+        live.apply(upserts=[(e, sha) for e, sha in indexed_entries(root)
+                            if e.path not in have], removed=(), state={"manifest": str(n)})
+    assert len(merges) >= 4 and not any(merges)  # merged ones merged again, none with dead
+    fresh = SqliteSearchIndex(tmp_path / "fresh.sqlite", segment_bytes=segment)
+    fresh.apply(upserts=indexed_entries(root), removed=(), state={"manifest": "x"})
+    memory = MemorySearchIndex()
+    memory.apply(upserts=indexed_entries(root), removed=(), state={"manifest": "x"})
+    terms = sorted(terms_of(live) | terms_of(fresh) | terms_of(memory))
+    assert held(live, terms) == held(fresh, terms) == held(memory, terms)
+    live.close()
+    fresh.close()
+
+
 @pytest.mark.parametrize(("waiting", "segment"), [(3, 1024), (65_536, 1 << 20)])
 def test_a_batch_that_writes_a_path_twice_holds_its_last_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, waiting: int, segment: int) -> None:

@@ -546,10 +546,24 @@ class SqliteSearchIndex:
         marks = ",".join("?" * len(run))
         dead = frozenset(int(r[0]) for r in db.execute(
             f"SELECT id FROM dead WHERE seg IN ({marks})", run))
-        readers = [db.execute("SELECT term, ?, data FROM postings WHERE seg = ? ORDER BY term",
-                              (k, seg)) for k, seg in enumerate(run)]
         db.execute("CREATE TEMP TABLE IF NOT EXISTS merged (term TEXT NOT NULL, data BLOB)")
         db.execute("DELETE FROM merged")
+        rows_query = "SELECT term, ?, data FROM postings WHERE seg = ? ORDER BY term"
+        if not dead:
+            # Without dead documents (every merge an import makes) a term one segment of the
+            # run holds keeps its blob as it is (`merge_blobs`), and most terms are rare: SQLite
+            # copies those, from the (seg, term) index alone to find them, and only the terms
+            # several segments hold are read and joined here.
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS shared (term TEXT PRIMARY KEY) "
+                       "WITHOUT ROWID")
+            db.execute("DELETE FROM shared")
+            db.execute(f"INSERT INTO shared SELECT term FROM postings WHERE seg IN ({marks}) "
+                       "GROUP BY term HAVING count(*) > 1", run)
+            db.execute(f"INSERT INTO merged SELECT term, data FROM postings WHERE seg IN "
+                       f"({marks}) AND term NOT IN shared", run)
+            rows_query = ("SELECT term, ?, data FROM postings WHERE seg = ? AND term IN shared "
+                          "ORDER BY term")
+        readers = [db.execute(rows_query, (k, seg)) for k, seg in enumerate(run)]
         total_rows = 0
         # (term, position in the run, blob) tuples compare as they are: a term's rows meet in
         # run order, and no two rows share a term and a position, so blobs are never compared.
@@ -566,6 +580,10 @@ class SqliteSearchIndex:
                 db.executemany("INSERT INTO merged VALUES (?, ?)", pending)
                 pending, held = [], 0
         db.executemany("INSERT INTO merged VALUES (?, ?)", pending)
+        if not dead:  # nothing dropped: the run's rows, the copied blobs' with the joined ones
+            total_rows = int(db.execute(
+                f"SELECT coalesce(sum(rows), 0) FROM segments WHERE seg IN ({marks})",
+                run).fetchone()[0])
         docs = int(db.execute(f"SELECT sum(docs) FROM segments WHERE seg IN ({marks})",
                               run).fetchone()[0] or 0) - len(dead)
         db.execute(f"DELETE FROM postings WHERE seg IN ({marks})", run)
