@@ -575,12 +575,13 @@ class SqliteSearchIndex:
             if blob:
                 pending.append((term, blob))
                 held += len(blob)
-                total_rows += HEAD.unpack_from(blob)[0]
+                if dead:  # else the rows are the run's, counted below
+                    total_rows += HEAD.unpack_from(blob)[0]
             if len(pending) >= 4096 or held >= _MERGE_PENDING_BYTES:
                 db.executemany("INSERT INTO merged VALUES (?, ?)", pending)
                 pending, held = [], 0
         db.executemany("INSERT INTO merged VALUES (?, ?)", pending)
-        if not dead:  # nothing dropped: the run's rows, the copied blobs' with the joined ones
+        if not dead:  # nothing dropped: the run's rows, copied or joined
             total_rows = int(db.execute(
                 f"SELECT coalesce(sum(rows), 0) FROM segments WHERE seg IN ({marks})",
                 run).fetchone()[0])

@@ -149,17 +149,11 @@ def _safe(segment: str) -> bool:
     return not name_problem(segment)
 
 
-def _checked_session_id(name: str) -> bool:
-    # `is_session_id` of an element whose path `path_problem` has already passed (so it is
-    # safe, and holds no slash and no control character): every store and pool walk asks it.
-    return not name.startswith(".") and name.lower() not in _NOT_SESSIONS
-
-
 def is_session_id(name: str) -> bool:
     # Case-folded: on a case-insensitive disk `Config.toml` is the same file as `config.toml`.
-    # Called for every path of a door on every search: one regular expression, not a loop.
-    return (_safe(name) and not name.startswith(".") and name.lower() not in _NOT_SESSIONS
-            and "/" not in name and _CONTROL.search(name) is None)
+    # Called for every path of every walk: `_safe` already refuses a slash and a control
+    # character, by one regular expression for a plain name.
+    return _safe(name) and not name.startswith(".") and name.lower() not in _NOT_SESSIONS
 
 
 def check_session_id(session_id: str, path: str, limit: int) -> None:
@@ -209,7 +203,7 @@ def to_pool(store_path: str, project_key: str) -> PoolEntry | None:
         if len(parts) != 3 or parts[2] != CURATION_FILE:
             return None
         return PoolEntry(PoolFileKind.EDITS, store_path, store_path, harness_id=parts[1])
-    if not _checked_session_id(head):
+    if not is_session_id(head):
         return None
     if len(parts) == 3 and parts[1] == "chapters" and _CHAPTER_NAME.match(parts[2]):
         return PoolEntry(
@@ -242,7 +236,7 @@ def to_store(pool_path: str, project_key: str) -> PoolEntry | None:
     if len(parts) < 3 or parts[1] != project_key:
         return None
     if head == "chapters":
-        if (len(parts) != 4 or not _checked_session_id(parts[2])
+        if (len(parts) != 4 or not is_session_id(parts[2])
                 or not _CHAPTER_NAME.match(parts[3])):
             return None
         return PoolEntry(

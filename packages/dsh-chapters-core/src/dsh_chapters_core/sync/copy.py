@@ -141,20 +141,21 @@ def cut_short(data: bytes, published: bytes) -> bool:
 
 
 def outgoing(
-    store_tree: FileTree, mirror_tree: FileTree, project_key: str, ownership: Ownership,
-    paths: Iterable[str] | None = None,
+    store_tree: FileTree, mirror_tree: FileTree, project_key: str, harness_id: str
 ) -> Outgoing:
     """Our store files that the mirror lacks or holds with other bytes (chapters are
     append-only; the only changed chapter bytes are the enrichment frontmatter write). A
     chapter cut short on disk is held back, and a file that does not read is left for the
-    doctor: neither stops the others. `paths` is the store's listing, as `store_ownership`
-    takes it."""
+    doctor: neither stops the others. The store is listed once, for its owners and its files;
+    the mirror once, where this project's files go."""
     files: list[str] = []
     pool_paths: list[str] = []
     held: list[str] = []
     new = changed = unchanged = 0
+    paths = sorted(store_tree.list())
+    ownership = store_ownership(store_tree, harness_id, paths)
     mirrored = _mirrored(mirror_tree, project_key)
-    for store_path in sorted(store_tree.list() if paths is None else paths):
+    for store_path in paths:
         entry = to_pool(store_path, project_key)
         if entry is None or not ownership.is_ours(entry):
             continue
@@ -198,9 +199,7 @@ def pending_paths(
     unpushed: tuple[str, ...] = (),
 ) -> tuple[str, ...]:
     """Pool paths of store files not yet in the pool: unmirrored, or mirrored but unpushed."""
-    paths = tuple(store_tree.list())
-    ownership = store_ownership(store_tree, harness_id, paths)
-    out = outgoing(store_tree, mirror_tree, project_key, ownership, paths)
+    out = outgoing(store_tree, mirror_tree, project_key, harness_id)
     return tuple(sorted(set(out.pool_paths) | set(out.held_back) | set(unpushed)))
 
 

@@ -33,7 +33,6 @@ from dsh_chapters_core.sync.copy import (
     copy_in,
     outgoing,
     pending_paths,
-    store_ownership,
 )
 from dsh_chapters_core.sync.state import (
     ProjectIdentityView,
@@ -217,9 +216,7 @@ class _Run:
     def _stage(self) -> bool:
         """Copy-out: stage our new and changed files (and `project.yml` once). True if any."""
         self.step = "stage"
-        paths = tuple(self.store_tree.list())
-        ownership = store_ownership(self.store_tree, self.harness_id, paths)
-        out = outgoing(self.store_tree, self.mirror_tree, self.key, ownership, paths)
+        out = outgoing(self.store_tree, self.mirror_tree, self.key, self.harness_id)
         files = {
             pool: self.store_tree.read(store)
             for store, pool in zip(out.files, out.pool_paths, strict=True)
