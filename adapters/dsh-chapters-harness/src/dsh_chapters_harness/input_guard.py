@@ -6,6 +6,7 @@ deeper down (§1 invariant 1: the archive path must not fall over on what a harn
 - `GuardLimits`/`limits`: the per-line size cap (`readerLineMaxBytes`) and the JSON nesting
   limit (`readerJsonMaxDepth`), set once by the application for the read it starts.
 - `line_too_long`: the error a reader raises at the cap, with the line number and the numbers.
+- `fast_record`: a line's record read by orjson when that reads it exactly as `json` does.
 - `safe_loads`, `sane_record`: a decoded record within the depth limit, lone surrogates
   (`\\ud800`)
   replaced by U+FFFD (they cannot be written as UTF-8) and counted.
@@ -31,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+import orjson
 from dsh_chapters_core import pool_layout
 from dsh_chapters_core.config import DEFAULTS, Config
 from dsh_chapters_core.errors import InputError
@@ -163,6 +165,14 @@ def _scrub(value: Any) -> tuple[Any, int]:
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
+# 19 digits may be an integer past 64 bits, which orjson reads as a float. Found as a run of
+# zeros once every digit is a zero and every other byte a space: a C pass 8 times as fast as
+# the regular expression `[0-9]{19}` on real transcripts.
+_DIGITS_AS_ZEROS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_NINETEEN_DIGITS = b"0" * 19
+# orjson reserves up to 14 times a line's size while it reads it (untouched, but reserved): a
+# longer line (0.4% of real transcripts' bytes) goes the full path, which holds about twice.
+_FAST_MAX_BYTES = 1 << 20
 
 
 def sane_record(record: dict[str, Any], text: str, limits: GuardLimits | None = None
@@ -177,6 +187,31 @@ def sane_record(record: dict[str, Any], text: str, limits: GuardLimits | None = 
         return record, 0
     clean, replaced = _scrub(record)
     return clean, replaced
+
+
+def fast_record(line: bytes | bytearray, limits: GuardLimits | None = None
+                ) -> dict[str, Any] | None:
+    """The line's one record as `json.loads` and `sane_record` would give it, read by orjson
+    (three times as fast on real transcripts), or None when the full path must decide.
+
+    orjson refuses what needs that path (a lone surrogate, bytes that are not UTF-8, `NaN`,
+    several records on one line, nesting past 1,024), so a record it returns holds nothing to
+    replace. The one thing it reads differently is an integer past 64 bits (a float, where
+    `json` keeps the int): a line with a run of 19 digits goes the full path. A record nested
+    past `readerJsonMaxDepth` is None too, and the full path finds it malformed as before. A
+    line over 1 MiB always goes the full path."""
+    if len(line) > _FAST_MAX_BYTES or _NINETEEN_DIGITS in line.translate(_DIGITS_AS_ZEROS):
+        return None
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    bound = (limits or current()).json_max_depth
+    if line.count(b"[") + line.count(b"{") > bound and _too_deep(value, bound):
+        return None
+    return value
 
 
 def safe_loads(text: str) -> Any:

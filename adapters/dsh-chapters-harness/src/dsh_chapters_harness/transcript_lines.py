@@ -255,7 +255,10 @@ def iter_line_records(
                 ledger.record(number, skipped(BLANK_LINE_RULE))
             continue
         records = None
-        if line is not None and _RECORD_START.match(line):
+        fast = None if line is None else input_guard.fast_record(line)
+        if fast is not None:
+            records = [fast]
+        elif line is not None and _RECORD_START.match(line):
             text, replaced = decode_counting(line)
             del line  # hold the decoded text or the bytes of a big line, not both
             records = _parse_records(text)
