@@ -40,6 +40,7 @@ ODD_LINES = [
     b'{"a": ' + b"[" * 2000 + b"]" * 2000 + b"}\n",
     b'{"n": -0, "f": -0.0, "e": 1E5, "g": 0.1e-400, "s": "\\u0000\\u00e9"}\n',
     b'{"a": "1234567890123456789 in a string"}\n',
+    b'{"a": "' + b"x" * 100_000 + b'", "n": 7}\n',  # read in pieces: a bytearray
     b'{"a": "' + b"x" * (1 << 20) + b'", "n": 7}\n',  # over 1 MiB: the full path
     b"\n",
     b'{"a": 1',  # a partial last line
@@ -62,6 +63,24 @@ def test_an_odd_line_reads_as_json_reads_it(line: bytes, monkeypatch: pytest.Mon
                                             ) -> None:
     data = b'{"before": 1}\n' + line + (b"" if not line.endswith(b"\n") else b'{"after": 2}\n')
     assert _read(data, True, monkeypatch) == _read(data, False, monkeypatch)
+
+
+def test_a_line_read_in_pieces_is_read_by_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    line = b'{"a": "' + b"x" * 100_000 + b'"}\n'
+    seen: list[type] = []
+    real = input_guard.fast_record
+
+    def spy(found: bytes | bytearray, limits: input_guard.GuardLimits | None = None
+            ) -> dict[str, Any] | None:
+        seen.append(type(found))
+        return real(found, limits)
+
+    monkeypatch.setattr(input_guard, "fast_record", spy)
+    ledger = transcript_lines.LineLedger()
+    found = list(transcript_lines.iter_line_records(io.BytesIO(line), ledger))
+    assert seen == [bytearray]
+    assert found == [(1, [{"a": "x" * 100_000}])]
+    assert real(bytearray(line)) == {"a": "x" * 100_000}
 
 
 def test_an_integer_past_64_bits_stays_an_int(monkeypatch: pytest.MonkeyPatch) -> None:
