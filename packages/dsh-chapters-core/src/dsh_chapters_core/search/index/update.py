@@ -207,10 +207,15 @@ def _update_delta(
             changes[path] = None
             old_records[path] = old
 
-    affected: set[str] = set()
-    for old in old_records.values():
+    # Each old record's topics once, inverted too: a shard drops only the paths it lists (an
+    # import's new chapters are in no shard, and looking each up in every shard it touched
+    # was most of a batch's patching).
+    leaving: dict[str, list[str]] = {}
+    for path, old in old_records.items():
         if not old.skipped:
-            affected.update(canonical_topics(old, curation))
+            for topic in canonical_topics(old, curation):
+                leaving.setdefault(topic, []).append(path)
+    affected: set[str] = set(leaving)
     # Each new record's topics once, inverted: a batch of many chapters touches many topics,
     # and asking every record for every topic was quadratic in the batch.
     joining: dict[str, list[IndexRecord]] = {}
@@ -238,7 +243,7 @@ def _update_delta(
         path = shard_path(topic)
         members = joining.get(topic, [])
         if path in prior.shards:  # patched as text: a big topic's rows are never parsed
-            data = patch_shard(topic, tree.read(path), changes.keys(), members)
+            data = patch_shard(topic, tree.read(path), leaving.get(topic, ()), members)
         else:
             data = render_shard(topic, members) if members else None
         if data is None:
