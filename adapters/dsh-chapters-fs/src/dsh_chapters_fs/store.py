@@ -387,7 +387,7 @@ class FsChapterStore:
             chapters = self._base / root_id / "chapters"
             try:
                 try:
-                    mode = os.lstat(f"{self.root}/{root_id}/chapters").st_mode
+                    mode = os.lstat(chapters).st_mode
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 if S_ISLNK(mode):

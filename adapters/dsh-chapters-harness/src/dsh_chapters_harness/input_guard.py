@@ -180,8 +180,7 @@ def sane_record(record: dict[str, Any], text: str, limits: GuardLimits | None = 
     """(the record, lone surrogates replaced) or (None, 0) when it nests past the limit.
     `text` is the line it was decoded from: cheap scans of it skip the walks when they
     cannot find anything (few brackets, no surrogate escape)."""
-    bound = (limits or current()).json_max_depth
-    if text.count("[") + text.count("{") > bound and _too_deep(record, bound):
+    if _nested_past(record, text.count("[") + text.count("{"), limits):
         return None, 0
     if not _SURROGATE_ESCAPE.search(text):
         return record, 0
@@ -208,10 +207,16 @@ def fast_record(line: bytes | bytearray, limits: GuardLimits | None = None
         return None
     if not isinstance(value, dict):
         return None
-    bound = (limits or current()).json_max_depth
-    if line.count(b"[") + line.count(b"{") > bound and _too_deep(value, bound):
+    if _nested_past(value, line.count(b"[") + line.count(b"{"), limits):
         return None
     return value
+
+
+def _nested_past(record: dict[str, Any], brackets: int, limits: GuardLimits | None) -> bool:
+    """Whether `record` nests past `readerJsonMaxDepth`; walked only when its line opens more
+    brackets than that (a line with fewer cannot nest so deep)."""
+    bound = (limits or current()).json_max_depth
+    return brackets > bound and _too_deep(record, bound)
 
 
 def safe_loads(text: str) -> Any:

@@ -239,7 +239,8 @@ def iter_line_records(
     so the caller accounts only for the records it is given.
     """
     number = 0
-    cap = input_guard.current().line_max_bytes
+    limits = input_guard.current()  # for the whole read, not asked again per line
+    cap = limits.line_max_bytes
     while True:
         try:
             line, size, complete = _read_line(stream, cap)
@@ -255,22 +256,24 @@ def iter_line_records(
                 ledger.record(number, skipped(BLANK_LINE_RULE))
             continue
         records = None
-        fast = None if line is None else input_guard.fast_record(line)
-        if fast is not None:
-            records = [fast]
-        elif line is not None and _RECORD_START.match(line):
-            text, replaced = decode_counting(line)
-            del line  # hold the decoded text or the bytes of a big line, not both
-            records = _parse_records(text)
-            if records is not None:
-                # The boundary guard: depth bounded, lone surrogates replaced (counted once).
-                guarded = [input_guard.sane_record(record, text) for record in records]
-                records = None if any(r is None for r, _ in guarded) else [
-                    r for r, _ in guarded if r is not None]
-                replaced += max((lone for _, lone in guarded), default=0)
-            del text
-            if records is not None:
-                ledger.replaced_bytes += replaced
+        if line is not None and _RECORD_START.match(line):
+            fast = input_guard.fast_record(line, limits)
+            if fast is not None:
+                records = [fast]
+            else:
+                text, replaced = decode_counting(line)
+                del line  # hold the decoded text or the bytes of a big line, not both
+                records = _parse_records(text)
+                if records is not None:
+                    # The boundary guard: depth bounded, lone surrogates replaced (counted once).
+                    guarded = [input_guard.sane_record(record, text, limits)
+                               for record in records]
+                    records = None if any(r is None for r, _ in guarded) else [
+                        r for r, _ in guarded if r is not None]
+                    replaced += max((lone for _, lone in guarded), default=0)
+                del text
+                if records is not None:
+                    ledger.replaced_bytes += replaced
         if not complete and records is None:
             # A live session's partial write: stop at the last complete line (issue #3).
             ledger.truncated_tail = True
